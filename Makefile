@@ -1,0 +1,38 @@
+# The two README commands: `make demo` and `make test`. Both set everything up themselves.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+
+.PHONY: demo test lint typecheck pytest bench soak groq-conformance clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[embedded,dev]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/kinflow demo
+
+test: $(STAMP)
+	$(BIN)/ruff check kinflow tests bench
+	$(BIN)/mypy
+	$(BIN)/pytest -q -p no:cacheprovider
+
+bench: $(STAMP)
+	$(BIN)/python bench/lake.py
+
+soak: $(STAMP)
+	$(BIN)/pytest -q -m slow
+
+groq-conformance: $(STAMP)
+	$(BIN)/python -m tests.conformance.run --tiers 1,2,3
+
+clean:
+	rm -rf $(VENV) .kinflow .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,52 @@
+"""Runtime settings, read from ``KINFLOW_*`` environment variables (and ``.env``).
+
+One object, built once per process (or per test), passed down explicitly:
+nothing below the CLI and the app factory reads the environment itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="KINFLOW_", env_file=".env", extra="ignore")
+
+    mongodb_uri: str | None = Field(
+        default=None, description="MongoDB replica-set URI; unset starts the embedded lake."
+    )
+    database: str = Field(default="kinflow", description="The MongoDB database holding the lake.")
+    dataset: str = Field(default="production", description="The default dataset (collection).")
+    data_dir: Path = Field(
+        default=Path(".kinflow"), description="Where the embedded lake keeps its data."
+    )
+    host: str = Field(default="127.0.0.1", description="Address the API binds to.")
+    port: int = Field(default=8080, description="Port the API listens on.")
+
+    embedded_sync_on_commit: bool = Field(
+        default=True, description="fsync every commit of the embedded lake (survives kill -9)."
+    )
+    embedded_test_commands: bool = Field(
+        default=False, description="Enable failpoints on the embedded lake (tests only)."
+    )
+    embedded_start_timeout: float = Field(
+        default=30.0, description="Seconds to wait for the embedded lake to answer ping."
+    )
+    operation_timeout: float = Field(
+        default=30.0, description="Client-side deadline (seconds) on each lake operation."
+    )
+    transaction_attempts: int = Field(
+        default=12, description="Attempts of a transaction before it fails as a conflict."
+    )
+    hub_queue_size: int = Field(
+        default=1000, description="Events a subscriber may lag behind before it must resync."
+    )
+
+    spawn_txn_limit: int = Field(
+        default=256, description="Children created inside the spawning transaction."
+    )
+    max_spawn_depth: int = Field(default=6, description="Deepest allowed chain of spawns.")
+    max_fan_out: int = Field(default=10_000, description="Rows one spawn may produce.")

@@ -1,0 +1,64 @@
+"""Open the lake the settings describe: a MongoDB URI, or the embedded daemon."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from pymongo import AsyncMongoClient
+
+from kinflow.settings import Settings
+from kinflow.storage.embedded import EmbeddedLake
+from kinflow.storage.lake import Lake
+
+
+@dataclass
+class LakeConnection:
+    """A lake plus the embedded daemon behind it, if this process started one."""
+
+    lake: Lake
+    uri: str
+    embedded: EmbeddedLake | None = None
+
+    async def close(self) -> None:
+        await self.lake.close()
+        if self.embedded is not None:
+            await asyncio.to_thread(self.embedded.stop)
+
+
+def make_client(uri: str, settings: Settings) -> AsyncMongoClient[dict[str, Any]]:
+    return AsyncMongoClient(
+        uri,
+        serverSelectionTimeoutMS=int(min(settings.operation_timeout, 10.0) * 1000),
+        tz_aware=True,
+    )
+
+
+async def open_lake(settings: Settings, *, database: str | None = None) -> LakeConnection:
+    """Connect (starting the embedded lake when no URI is set) and prepare the dataset."""
+    embedded: EmbeddedLake | None = None
+    uri = settings.mongodb_uri
+    if not uri:
+        embedded = EmbeddedLake(
+            settings.data_dir,
+            sync_on_commit=settings.embedded_sync_on_commit,
+            test_commands=settings.embedded_test_commands,
+            start_timeout=settings.embedded_start_timeout,
+        )
+        uri = await asyncio.to_thread(embedded.start)
+    lake = Lake(
+        make_client(uri, settings),
+        database or settings.database,
+        default_dataset=settings.dataset,
+        operation_timeout=settings.operation_timeout,
+        transaction_attempts=settings.transaction_attempts,
+    )
+    try:
+        await lake.ensure_dataset()
+    except BaseException:
+        await lake.close()
+        if embedded is not None:
+            await asyncio.to_thread(embedded.stop)
+        raise
+    return LakeConnection(lake, uri, embedded)

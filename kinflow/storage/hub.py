@@ -1,0 +1,350 @@
+"""The change hub: one change stream per process and dataset, many subscribers.
+
+Opening a change stream per GraphQL subscription does not scale, so each
+process watches a dataset once and routes every change to the subscribers of
+its *topics*. Every change belongs to ``*`` and ``doc:<_id>``; callers add
+topic functions for keys they need (the engine adds ``parent:<id>``).
+
+How a subscription starts without a gap or a duplicate: the subscriber is
+registered first and buffers whatever the stream delivers, then its snapshot
+is read in a causally consistent session. The buffered changes that the
+snapshot already reflects are dropped: for a document in the snapshot, every
+change up to the one that wrote the snapshot's ``_rev``; for the rest, every
+change whose cluster time is not after the snapshot read's operation time.
+Then the snapshot is delivered, then the remaining buffer, then live changes.
+
+Each subscriber has a bounded queue. One that falls behind is cut off: its
+queue is replaced by a single ``resync`` event and it receives nothing more,
+so a slow consumer never blocks the others. When the stream's history is lost
+(server error 286) every subscriber gets ``resync``. Other stream errors
+reopen it from the last resume token, with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pymongo.errors import OperationFailure, PyMongoError
+
+if TYPE_CHECKING:
+    from bson.timestamp import Timestamp
+    from pymongo.asynchronous.client_session import AsyncClientSession
+
+    from kinflow.storage.lake import Lake
+
+log = logging.getLogger("kinflow.hub")
+
+HISTORY_LOST = 286
+ALL = "*"
+
+TopicFunction = Callable[[Mapping[str, Any]], Iterable[str]]
+SnapshotLoader = Callable[["AsyncClientSession"], Awaitable[Sequence[Mapping[str, Any]]]]
+
+
+def doc_topic(doc_id: str) -> str:
+    return f"doc:{doc_id}"
+
+
+@dataclass(frozen=True)
+class ChangeEvent:
+    """One committed change (or ``snapshot``/``resync``) as a subscriber sees it."""
+
+    kind: str  # snapshot | insert | update | replace | delete | resync
+    document_id: str | None = None
+    document: Mapping[str, Any] | None = None
+    documents: tuple[Mapping[str, Any], ...] = ()
+    updated_fields: Mapping[str, Any] | None = None
+    cluster_time: Timestamp | None = None
+    rev: str | None = None
+
+
+RESYNC = ChangeEvent(kind="resync")
+
+
+def event_from_change(change: Mapping[str, Any]) -> ChangeEvent | None:
+    kind = change.get("operationType")
+    if kind not in ("insert", "update", "replace", "delete"):
+        return None
+    key = change.get("documentKey") or {}
+    document = change.get("fullDocument")
+    updated = (change.get("updateDescription") or {}).get("updatedFields")
+    if kind == "update":
+        rev = (updated or {}).get("_rev")
+    else:
+        rev = document.get("_rev") if document else None
+    return ChangeEvent(
+        kind=str(kind),
+        document_id=key.get("_id"),
+        document=document,
+        updated_fields=updated,
+        cluster_time=change.get("clusterTime"),
+        rev=rev,
+    )
+
+
+@dataclass(eq=False)
+class Subscription:
+    """A subscriber's bounded queue; iterate it to receive events."""
+
+    topic: str
+    limit: int
+    _hub: ChangeHub = field(repr=False)
+    _queue: deque[ChangeEvent] = field(default_factory=deque, repr=False)
+    _buffer: list[ChangeEvent] | None = field(default_factory=list, repr=False)
+    _wake: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    _fence: _Fence | None = field(default=None, repr=False)
+    closed: bool = False
+    lagged: bool = False
+
+    def offer(self, event: ChangeEvent) -> None:
+        if self.closed:
+            return
+        if self._fence is not None and self._buffer is None:
+            if not self._fence.admits(event):
+                return
+            if self._fence.down:
+                self._fence = None
+        if self._buffer is not None:
+            self._buffer.append(event)
+            if len(self._buffer) > self.limit:
+                self.cut_off()
+            return
+        if len(self._queue) >= self.limit:
+            self.cut_off()
+            return
+        self._queue.append(event)
+        self._wake.set()
+
+    def cut_off(self) -> None:
+        """Drop everything queued and tell the consumer to resubscribe."""
+        self.lagged = True
+        self._buffer = None
+        self._queue.clear()
+        self._queue.append(RESYNC)
+        self.closed = True
+        self._wake.set()
+        self._hub._forget(self)
+
+    def _go_live(self, first: Sequence[ChangeEvent], fence: _Fence | None = None) -> None:
+        if self.closed:
+            return
+        buffered, self._buffer = self._buffer or [], None
+        self._fence = fence
+        self._queue.extend(first)
+        for event in buffered:
+            self.offer(event)
+        self._wake.set()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._wake.set()
+            self._hub._forget(self)
+
+    def pending(self) -> int:
+        return len(self._queue)
+
+    def __aiter__(self) -> AsyncIterator[ChangeEvent]:
+        return self
+
+    async def __anext__(self) -> ChangeEvent:
+        while True:
+            if self._queue:
+                return self._queue.popleft()
+            if self.closed:
+                raise StopAsyncIteration
+            self._wake.clear()
+            await self._wake.wait()
+
+    async def next(self, timeout: float | None = None) -> ChangeEvent:
+        """The next event, or ``TimeoutError`` after ``timeout`` seconds."""
+        async with asyncio.timeout(timeout):
+            return await self.__anext__()
+
+
+class ChangeHub:
+    """Watches one dataset and fans its changes out to subscribers by topic."""
+
+    def __init__(
+        self,
+        lake: Lake,
+        dataset: str | None = None,
+        *,
+        queue_size: int = 1000,
+        topic_functions: Iterable[TopicFunction] = (),
+    ) -> None:
+        self.lake = lake
+        self.dataset = dataset or lake.default_dataset
+        self.queue_size = queue_size
+        self.topic_functions: list[TopicFunction] = list(topic_functions)
+        self._subscribers: dict[str, set[Subscription]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._opened = asyncio.Event()
+        self.resume_token: Mapping[str, Any] | None = None
+        self.reopens = 0
+        self.delivered = 0
+
+    # -- lifecycle -------------------------------------------------------
+
+    async def start(self, timeout: float = 10.0) -> None:
+        """Open the change stream; return once it is established."""
+        if self._task is not None:
+            return
+        await self.lake.ensure_dataset(self.dataset)
+        self._task = asyncio.create_task(self._run(), name=f"change-hub:{self.dataset}")
+        async with asyncio.timeout(timeout):
+            await self._opened.wait()
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for sub in [s for subs in self._subscribers.values() for s in subs]:
+            sub.close()
+        self._subscribers.clear()
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def subscriber_count(self) -> int:
+        return sum(len(s) for s in self._subscribers.values())
+
+    # -- subscribing -----------------------------------------------------
+
+    async def subscribe(
+        self,
+        topic: str,
+        snapshot: SnapshotLoader | None = None,
+        *,
+        queue_size: int | None = None,
+    ) -> Subscription:
+        """Register for ``topic``; with ``snapshot``, deliver its result first."""
+        sub = Subscription(topic=topic, limit=queue_size or self.queue_size, _hub=self)
+        self._subscribers.setdefault(topic, set()).add(sub)
+        if snapshot is None:
+            sub._go_live(())
+            return sub
+        try:
+            async with self.lake.client.start_session(causal_consistency=True) as session:
+                docs = list(await snapshot(session))
+                read_at = session.operation_time
+        except BaseException:
+            sub.close()
+            raise
+        fence = _Fence({d.get("_id"): d.get("_rev") for d in docs}, read_at)
+        snapshot_event = ChangeEvent(
+            kind="snapshot",
+            document=docs[0] if docs else None,
+            document_id=docs[0].get("_id") if docs else None,
+            documents=tuple(docs),
+            cluster_time=read_at,
+        )
+        sub._go_live([snapshot_event], fence)
+        return sub
+
+    def _forget(self, sub: Subscription) -> None:
+        subs = self._subscribers.get(sub.topic)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self._subscribers[sub.topic]
+
+    def resync_all(self) -> None:
+        for sub in [s for subs in self._subscribers.values() for s in subs]:
+            sub.cut_off()
+
+    # -- the stream ------------------------------------------------------
+
+    def topics_of(self, event: ChangeEvent) -> set[str]:
+        topics = {ALL}
+        if event.document_id is not None:
+            topics.add(doc_topic(str(event.document_id)))
+        if event.document is not None:
+            for fn in self.topic_functions:
+                topics.update(fn(event.document))
+        return topics
+
+    def dispatch(self, event: ChangeEvent) -> None:
+        for topic in self.topics_of(event):
+            for sub in list(self._subscribers.get(topic, ())):
+                sub.offer(event)
+                self.delivered += 1
+
+    async def _run(self) -> None:
+        attempt = 0
+        coll = self.lake.collection(self.dataset)
+        while True:
+            try:
+                options: dict[str, Any] = {"full_document": "updateLookup"}
+                if self.resume_token is not None:
+                    options["resume_after"] = self.resume_token
+                async with await coll.watch(**options) as stream:
+                    self._opened.set()
+                    attempt = 0
+                    async for change in stream:
+                        self.resume_token = stream.resume_token
+                        event = event_from_change(change)
+                        if event is not None:
+                            self.dispatch(event)
+                        elif change.get("operationType") in ("drop", "invalidate"):
+                            self.resume_token = None
+                            self.resync_all()
+                            break
+            except asyncio.CancelledError:
+                raise
+            except OperationFailure as exc:
+                if exc.code == HISTORY_LOST:
+                    log.warning("change stream history lost; every subscriber must resync")
+                    self.resume_token = None
+                    self.resync_all()
+                else:
+                    log.warning("change stream failed (%s); reopening", exc)
+                attempt += 1
+            except PyMongoError as exc:
+                log.warning("change stream interrupted (%s); reopening", exc)
+                attempt += 1
+            self.reopens += 1
+            await asyncio.sleep(random.uniform(0.05, min(5.0, 0.1 * 2**attempt)))
+
+
+@dataclass
+class _Fence:
+    """Drops the changes a snapshot already reflects.
+
+    The stream delivers changes in cluster-time order, so once one change
+    newer than the snapshot read passes, every later one is newer too and the
+    fence comes down.
+    """
+
+    snapshot_rev: dict[Any, Any]
+    read_at: Timestamp | None
+    passed: set[Any] = field(default_factory=set)
+    down: bool = False
+
+    def admits(self, event: ChangeEvent) -> bool:
+        if self.down:
+            return True
+        newer = (
+            self.read_at is None or event.cluster_time is None or event.cluster_time > self.read_at
+        )
+        if newer:
+            self.down = True
+            return True
+        doc_id = event.document_id
+        if doc_id in self.snapshot_rev and doc_id not in self.passed:
+            if event.rev is not None and event.rev == self.snapshot_rev[doc_id]:
+                self.passed.add(doc_id)
+            return False
+        # Older than the read: reflected by the snapshot, unless it follows the
+        # snapshot's own revision of this document (written in the same instant).
+        return doc_id in self.passed

@@ -1,0 +1,334 @@
+"""The lake: datasets of documents in one MongoDB database.
+
+A dataset is one collection. Content documents, workflow definitions and
+instances all live there side by side, so GROQ's ``*`` sees them all. The lake
+knows nothing of workflows: it stores documents, maintains their system
+fields, fences writes on ``_rev`` and runs transactions.
+
+Every collection and index is created up front (``ensure_dataset``): a
+collection created implicitly inside a transaction blocks other writers on
+the embedded server. Indexes are declared as data (``IndexSpec``) so the
+engine can add its own without the lake learning what they mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pymongo
+from pymongo import AsyncMongoClient, ReturnDocument
+from pymongo.errors import DuplicateKeyError, PyMongoError
+
+from kinflow.errors import DocumentExists, InvalidInput, LakeUnavailable, RevisionConflict
+from kinflow.storage.documents import (
+    check_new_document,
+    iso,
+    new_rev,
+    stamp_created,
+    stamp_replaced,
+    utcnow,
+)
+from kinflow.storage.gdr import check_dataset
+from kinflow.storage.transactions import run_transaction
+
+if TYPE_CHECKING:
+    from pymongo.asynchronous.client_session import AsyncClientSession
+    from pymongo.asynchronous.collection import AsyncCollection
+    from pymongo.asynchronous.database import AsyncDatabase
+
+T = TypeVar("T")
+Document = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    """One index every dataset gets; ``partial`` is a partialFilterExpression."""
+
+    name: str
+    keys: tuple[tuple[str, int], ...]
+    unique: bool = False
+    partial: Mapping[str, Any] | None = None
+
+    def model(self) -> pymongo.IndexModel:
+        options: dict[str, Any] = {"name": self.name, "unique": self.unique}
+        if self.partial is not None:
+            options["partialFilterExpression"] = dict(self.partial)
+        return pymongo.IndexModel(list(self.keys), **options)
+
+
+BASE_INDEXES: tuple[IndexSpec, ...] = (
+    IndexSpec("type_id", (("_type", 1), ("_id", 1))),
+    IndexSpec("type_updated", (("_type", 1), ("_updatedAt", 1))),
+)
+
+
+@dataclass
+class Lake:
+    """Async access to one lake database over ``AsyncMongoClient``."""
+
+    client: AsyncMongoClient[Document]
+    database: str
+    default_dataset: str = "production"
+    operation_timeout: float = 30.0
+    transaction_attempts: int = 12
+    indexes: list[IndexSpec] = field(default_factory=lambda: list(BASE_INDEXES))
+    _ready: set[str] = field(default_factory=set, repr=False)
+
+    # -- datasets --------------------------------------------------------
+
+    @property
+    def db(self) -> AsyncDatabase[Document]:
+        return self.client[self.database]
+
+    def collection(self, dataset: str | None = None) -> AsyncCollection[Document]:
+        return self.db[check_dataset(dataset or self.default_dataset)]
+
+    async def ensure_dataset(self, dataset: str | None = None) -> AsyncCollection[Document]:
+        """Create the collection and every declared index, idempotently."""
+        name = check_dataset(dataset or self.default_dataset)
+        coll = self.db[name]
+        if name in self._ready:
+            return coll
+        with pymongo.timeout(self.operation_timeout):
+            try:
+                if name not in await self.db.list_collection_names(filter={"name": name}):
+                    await self.db.create_collection(name)
+            except PyMongoError as exc:
+                if "already exists" not in str(exc):
+                    raise
+            await coll.create_indexes([spec.model() for spec in self.indexes])
+        self._ready.add(name)
+        return coll
+
+    async def declare_indexes(self, specs: Iterable[IndexSpec]) -> None:
+        """Add indexes (from the engine, say) and build them on every ready dataset."""
+        known = {spec.name for spec in self.indexes}
+        added = [spec for spec in specs if spec.name not in known]
+        if not added:
+            return
+        self.indexes.extend(added)
+        with pymongo.timeout(self.operation_timeout):
+            for name in sorted(self._ready):
+                await self.db[name].create_indexes([spec.model() for spec in added])
+
+    async def ping(self) -> bool:
+        try:
+            with pymongo.timeout(min(self.operation_timeout, 5.0)):
+                await self.client.admin.command("ping")
+            return True
+        except PyMongoError:
+            return False
+
+    # -- reads -----------------------------------------------------------
+
+    async def get(
+        self, doc_id: str, *, dataset: str | None = None, session: AsyncClientSession | None = None
+    ) -> Document | None:
+        with pymongo.timeout(self.operation_timeout):
+            return await self.collection(dataset).find_one({"_id": doc_id}, session=session)
+
+    async def get_many(
+        self,
+        ids: Sequence[str],
+        *,
+        dataset: str | None = None,
+        session: AsyncClientSession | None = None,
+    ) -> dict[str, Document]:
+        """Documents by id in one round trip; missing ids are absent from the result."""
+        if not ids:
+            return {}
+        with pymongo.timeout(self.operation_timeout):
+            cursor = self.collection(dataset).find({"_id": {"$in": list(ids)}}, session=session)
+            return {doc["_id"]: doc async for doc in cursor}
+
+    async def find(
+        self,
+        filter_: Mapping[str, Any],
+        *,
+        dataset: str | None = None,
+        session: AsyncClientSession | None = None,
+        sort: Sequence[tuple[str, int]] | None = None,
+        limit: int = 0,
+        projection: Mapping[str, Any] | None = None,
+    ) -> list[Document]:
+        with pymongo.timeout(self.operation_timeout):
+            cursor = self.collection(dataset).find(
+                dict(filter_), projection=projection, session=session, limit=limit
+            )
+            if sort:
+                cursor = cursor.sort(list(sort))
+            return await cursor.to_list(None)
+
+    async def count(
+        self, filter_: Mapping[str, Any], *, dataset: str | None = None,
+        session: AsyncClientSession | None = None,
+    ) -> int:  # fmt: skip
+        with pymongo.timeout(self.operation_timeout):
+            return await self.collection(dataset).count_documents(dict(filter_), session=session)
+
+    # -- writes ----------------------------------------------------------
+
+    async def create(
+        self,
+        doc: Mapping[str, Any],
+        *,
+        dataset: str | None = None,
+        session: AsyncClientSession | None = None,
+        now: datetime | None = None,
+    ) -> Document:
+        """Insert a new document; an existing ``_id`` raises ``DocumentExists``."""
+        stored = stamp_created(check_new_document(dict(doc)), now or utcnow())
+        try:
+            with pymongo.timeout(self.operation_timeout):
+                await self.collection(dataset).insert_one(stored, session=session)
+        except DuplicateKeyError as exc:
+            raise DocumentExists(f"document {stored['_id']!r} already exists",
+                                 id=stored["_id"]) from exc  # fmt: skip
+        return stored
+
+    async def create_many(
+        self,
+        docs: Sequence[Mapping[str, Any]],
+        *,
+        dataset: str | None = None,
+        session: AsyncClientSession | None = None,
+        now: datetime | None = None,
+    ) -> list[Document]:
+        moment = now or utcnow()
+        stored = [stamp_created(check_new_document(dict(d)), moment) for d in docs]
+        if not stored:
+            return []
+        try:
+            with pymongo.timeout(self.operation_timeout):
+                await self.collection(dataset).insert_many(stored, session=session, ordered=True)
+        except (DuplicateKeyError, pymongo.errors.BulkWriteError) as exc:
+            if isinstance(exc, pymongo.errors.BulkWriteError) and not _only_duplicates(exc):
+                raise
+            raise DocumentExists("a document in the batch already exists") from exc
+        return stored
+
+    async def replace(
+        self,
+        doc: Mapping[str, Any],
+        *,
+        expected_rev: str | None,
+        dataset: str | None = None,
+        session: AsyncClientSession | None = None,
+        now: datetime | None = None,
+    ) -> Document:
+        """Replace a document; fenced on ``expected_rev`` unless it is None (upsert)."""
+        body = check_new_document(dict(doc))
+        doc_id = body["_id"]
+        coll = self.collection(dataset)
+        with pymongo.timeout(self.operation_timeout):
+            if expected_rev is None:
+                current = await coll.find_one({"_id": doc_id}, {"_createdAt": 1}, session=session)
+                created = current.get("_createdAt") if current else None
+                stored = stamp_replaced(body, created, now or utcnow())
+                await coll.replace_one({"_id": doc_id}, stored, upsert=True, session=session)
+                return stored
+            current = await coll.find_one({"_id": doc_id, "_rev": expected_rev},
+                                          {"_createdAt": 1}, session=session)  # fmt: skip
+            if current is None:
+                raise RevisionConflict(f"document {doc_id!r} changed since it was loaded",
+                                       id=doc_id, expected_rev=expected_rev)  # fmt: skip
+            stored = stamp_replaced(body, current.get("_createdAt"), now or utcnow())
+            result = await coll.replace_one({"_id": doc_id, "_rev": expected_rev}, stored,
+                                            session=session)  # fmt: skip
+        if result.matched_count != 1:
+            raise RevisionConflict(f"document {doc_id!r} changed since it was loaded",
+                                   id=doc_id, expected_rev=expected_rev)  # fmt: skip
+        return stored
+
+    async def patch(
+        self,
+        doc_id: str,
+        update: Mapping[str, Any],
+        *,
+        expected_rev: str | None = None,
+        dataset: str | None = None,
+        session: AsyncClientSession | None = None,
+        array_filters: Sequence[Mapping[str, Any]] | None = None,
+        now: datetime | None = None,
+        match: Mapping[str, Any] | None = None,
+    ) -> Document:
+        """Apply MongoDB update operators to one document and return it as written.
+
+        ``update`` holds operators (``$set``, ``$unset``, ``$push`` ...); the lake
+        adds its own ``_rev``/``_updatedAt``. With ``expected_rev`` the write is
+        fenced; ``match`` adds conditions. A miss raises ``RevisionConflict``.
+        """
+        ops = {k: dict(v) for k, v in update.items()}
+        if not ops or any(not k.startswith("$") for k in ops):
+            raise InvalidInput("a patch needs update operators such as $set", update=list(ops))
+        touched = {path for op in ops.values() for path in op}
+        if touched & {"_id", "_rev", "_createdAt", "_updatedAt"}:
+            raise InvalidInput("system fields are maintained by the lake", fields=sorted(touched))
+        ops.setdefault("$set", {}).update({"_rev": new_rev(), "_updatedAt": iso(now or utcnow())})
+        query: dict[str, Any] = {"_id": doc_id, **(match or {})}
+        if expected_rev is not None:
+            query["_rev"] = expected_rev
+        with pymongo.timeout(self.operation_timeout):
+            result = await self.collection(dataset).find_one_and_update(
+                query,
+                ops,
+                return_document=ReturnDocument.AFTER,
+                session=session,
+                array_filters=list(array_filters) if array_filters else None,
+            )
+        if result is None:
+            raise RevisionConflict(f"document {doc_id!r} is missing or changed since it was loaded",
+                                   id=doc_id, expected_rev=expected_rev)  # fmt: skip
+        return result
+
+    async def delete(
+        self,
+        doc_id: str,
+        *,
+        expected_rev: str | None = None,
+        dataset: str | None = None,
+        session: AsyncClientSession | None = None,
+    ) -> bool:
+        query: dict[str, Any] = {"_id": doc_id}
+        if expected_rev is not None:
+            query["_rev"] = expected_rev
+        with pymongo.timeout(self.operation_timeout):
+            result = await self.collection(dataset).delete_one(query, session=session)
+        if expected_rev is not None and result.deleted_count == 0:
+            raise RevisionConflict(f"document {doc_id!r} changed since it was loaded",
+                                   id=doc_id, expected_rev=expected_rev)  # fmt: skip
+        return result.deleted_count == 1
+
+    # -- transactions ----------------------------------------------------
+
+    async def transaction(
+        self,
+        callback: Callable[[AsyncClientSession], Awaitable[T]],
+        *,
+        verb: str = "transaction",
+        attempts: int | None = None,
+        on_retry: Callable[[int, BaseException], None] | None = None,
+    ) -> T:
+        """Run ``callback(session)`` in a transaction with bounded retries."""
+        try:
+            return await run_transaction(
+                self.client,
+                callback,
+                verb=verb,
+                attempts=attempts or self.transaction_attempts,
+                deadline=self.operation_timeout,
+                on_retry=on_retry,
+            )
+        except pymongo.errors.ServerSelectionTimeoutError as exc:
+            raise LakeUnavailable(f"the lake is unreachable: {exc}", verb=verb) from exc
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+def _only_duplicates(exc: pymongo.errors.BulkWriteError) -> bool:
+    errors = exc.details.get("writeErrors", [])
+    return bool(errors) and all(e.get("code") == 11000 for e in errors)

@@ -1,0 +1,110 @@
+"""Run a callback in a MongoDB transaction, retrying bounded conflicts.
+
+pymongo's own ``with_transaction`` retries for a fixed 120 s; a workflow
+engine serving API calls wants a small, bounded number of attempts with
+jittered backoff and then a typed refusal the caller can act on. The callback
+receives the session and must be safe to run again from the start: it loads
+what it needs inside the transaction on every attempt.
+
+Retried: errors labelled ``TransientTransactionError`` (WriteConflict among
+them) and a ``RevisionConflict`` raised by a fenced write inside the callback
+(another commit won; a fresh load will see it). A commit whose outcome is
+unknown (``UnknownTransactionCommitResult``) is re-committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pymongo
+from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
+
+from kinflow.errors import ConcurrentModification, KinflowError, LakeUnavailable, RevisionConflict
+
+if TYPE_CHECKING:
+    from pymongo.asynchronous.client_session import AsyncClientSession
+    from pymongo.asynchronous.mongo_client import AsyncMongoClient
+
+T = TypeVar("T")
+
+TRANSIENT = "TransientTransactionError"
+UNKNOWN_COMMIT = "UnknownTransactionCommitResult"
+WRITE_CONFLICT = 112
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, PyMongoError) and exc.has_error_label(TRANSIENT):
+        return True
+    return isinstance(exc, OperationFailure) and exc.code == WRITE_CONFLICT
+
+
+async def backoff(attempt: int, base: float = 0.005, cap: float = 0.25) -> None:
+    """Full-jitter exponential backoff."""
+    await asyncio.sleep(random.uniform(0, min(cap, base * (2**attempt))))
+
+
+async def run_transaction(
+    client: AsyncMongoClient[Any],
+    callback: Callable[[AsyncClientSession], Awaitable[T]],
+    *,
+    verb: str = "transaction",
+    attempts: int = 12,
+    deadline: float = 30.0,
+    on_retry: Callable[[int, BaseException], None] | None = None,
+) -> T:
+    """Run ``callback(session)`` inside a transaction; return its result after commit."""
+    last: BaseException | None = None
+    for attempt in range(attempts):
+        try:
+            with pymongo.timeout(deadline):
+                async with client.start_session() as session:
+                    await session.start_transaction()
+                    try:
+                        result = await callback(session)
+                    except BaseException:
+                        if session.in_transaction:
+                            await _abort_quietly(session)
+                        raise
+                    await _commit(session)
+                    return result
+        except RevisionConflict as exc:
+            last = exc
+        except KinflowError:
+            raise
+        except PyMongoError as exc:
+            if not _is_transient(exc):
+                if isinstance(exc, ConnectionFailure):
+                    raise LakeUnavailable(f"the lake is unreachable: {exc}", verb=verb) from exc
+                raise
+            last = exc
+        if on_retry is not None:
+            on_retry(attempt, last)
+        await backoff(attempt)
+    raise ConcurrentModification(
+        f"{verb} kept conflicting with concurrent writes; try again",
+        verb=verb,
+        attempts=attempts,
+        cause=type(last).__name__ if last else None,
+    )
+
+
+async def _commit(session: AsyncClientSession) -> None:
+    for attempt in range(5):
+        try:
+            await session.commit_transaction()
+            return
+        except PyMongoError as exc:
+            if exc.has_error_label(UNKNOWN_COMMIT) and attempt < 4:
+                await backoff(attempt)
+                continue
+            raise
+
+
+async def _abort_quietly(session: AsyncClientSession) -> None:
+    try:
+        await session.abort_transaction()
+    except PyMongoError:
+        pass  # the server drops the transaction anyway
