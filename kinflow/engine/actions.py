@@ -1,0 +1,49 @@
+"""Firing one action: the event every behaviour hangs off (§2.5).
+
+This module owns the order of an action's effects on the instance, for
+caller-fired and cascade-fired actions alike: append ``actionFired``, run
+the ops in order, queue the effects (their bindings see the state after the
+ops), then spawn. Whether an action *may* fire is decided elsewhere (the
+caller gate in ``verbs``, the trigger rules in ``cascade``).
+
+Spawning is the subworkflow issue's: the hook is here, in the right place in
+the order, and refuses with a typed error until it lands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kinflow.define.models import Action, WorkflowDefinition
+from kinflow.engine.context import PlanContext
+from kinflow.engine.effects import queue_effects
+from kinflow.engine.errors import SpawnNotSupported
+from kinflow.engine.history import record
+from kinflow.engine.ops import OpSource, apply_ops
+from kinflow.engine.state import Instance
+
+
+def fire(
+    instance: Instance,
+    definition: WorkflowDefinition,
+    ctx: PlanContext,
+    activity: str,
+    action: Action,
+    params: dict[str, Any] | None = None,
+    *,
+    triggered: bool = False,
+) -> None:
+    """Apply ``action`` of ``activity`` to the in-memory instance."""
+    params = params or {}
+    record(instance, ctx, "actionFired", stage=instance.currentStage, activity=activity,
+           action=action.name, actor=ctx.actor.to_json(), driverKind=ctx.actor.kind,
+           triggered=True if triggered else None)
+    source = OpSource(activity=activity, action=action.name, params=params,
+                      caller_fired=not triggered)
+    apply_ops(list(action.ops or []), instance, definition, ctx, source)
+    queue_effects(instance, definition, ctx, activity, action, params)
+    if action.spawn is not None:
+        raise SpawnNotSupported(
+            f"action {action.name!r} spawns child workflows, which this engine version does "
+            "not run yet", activity=activity, action=action.name,
+        )

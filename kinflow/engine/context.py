@@ -1,0 +1,133 @@
+"""What one commit's planning may know about the world: the plan context.
+
+The core never does I/O, so everything a planner reads besides the instance
+itself arrives here, captured by the runner before planning: one clock
+reading (every timestamp of a commit is the same instant), the acting
+identity, the snapshot of lake documents the instance's conditions may read,
+the results of lake queries the plan asked for, a key factory, and limits.
+
+When a plan needs a lake read it has not been given (an ``initialValue``
+query at stage entry), it raises ``NeedsLakeQuery``; the runner runs the
+query, adds the result and plans again from scratch. That is the one
+"sans-I/O" handshake between core and shell.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from kinflow.engine.state import ActorModel
+
+ActorKind = Literal["person", "agent", "system"]
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who is acting: a person, an agent, or the engine itself (``system``)."""
+
+    kind: ActorKind
+    id: str
+    roles: tuple[str, ...] = ()
+
+    @classmethod
+    def system(cls, id: str = "kinflow") -> Actor:
+        return cls("system", id, ())
+
+    @classmethod
+    def person(cls, id: str, *roles: str) -> Actor:
+        return cls("person", id, tuple(roles))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "id": self.id, "roles": list(self.roles)}
+
+    def model(self) -> ActorModel:
+        return ActorModel(kind=self.kind, id=self.id, roles=list(self.roles))
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    cascade_moves: int = 100
+    idempotency_ttl_seconds: float = 24 * 3600
+    effect_lease_seconds: float = 300
+    spawn_depth: int = 6
+    fan_out: int = 10_000
+
+
+class NeedsIO(Exception):
+    """Raised by a planner that needs something from the lake it was not given."""
+
+
+class NeedsDocuments(NeedsIO):
+    """The plan reads documents (by GDR URI) that are not in the snapshot yet."""
+
+    def __init__(self, uris: list[str]) -> None:
+        super().__init__(", ".join(uris))
+        self.uris = uris
+
+
+class NeedsLakeQuery(NeedsIO):
+    """The plan needs the result of a lake query it was not given."""
+
+    def __init__(self, query: str, params: dict[str, Any]) -> None:
+        super().__init__(query)
+        self.query = query
+        self.params = params
+        self.cache_key = query_key(query, params)
+
+
+def query_key(query: str, params: dict[str, Any]) -> str:
+    return query + "\x00" + json.dumps(params, sort_keys=True, default=str)
+
+
+def iso(moment: datetime) -> str:
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def parse_iso(text: str) -> datetime:
+    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def random_key() -> str:
+    return secrets.token_hex(6)
+
+
+@dataclass(slots=True)
+class PlanContext:
+    """Everything a planner reads besides the instance."""
+
+    now: datetime
+    actor: Actor
+    dataset: str
+    documents: dict[str, dict[str, Any]] = field(default_factory=dict)  # GDR uri -> doc
+    absent: set[str] = field(default_factory=set)  # GDR uris known not to exist
+    query_results: dict[str, Any] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
+    new_key: Callable[[], str] = random_key
+
+    @property
+    def now_iso(self) -> str:
+        return iso(self.now)
+
+    def lake_query(self, query: str, params: dict[str, Any]) -> Any:
+        key = query_key(query, params)
+        if key not in self.query_results:
+            raise NeedsLakeQuery(query, params)
+        return self.query_results[key]
+
+    def document(self, uri: str) -> dict[str, Any] | None:
+        """A snapshot document by GDR URI; ``None`` if it does not exist."""
+        if uri in self.documents:
+            return self.documents[uri]
+        if uri in self.absent:
+            return None
+        raise NeedsDocuments([uri])
+
+    def gdr(self, document_id: str) -> str:
+        return f"lake:{self.dataset}:{document_id}"

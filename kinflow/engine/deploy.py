@@ -1,0 +1,224 @@
+"""Deploy planning: a batch of authored definitions -> documents to create.
+
+This module owns the deploy pipeline of engine-model §2.14 minus the I/O:
+validate every definition (all problems into one ``definition-invalid``),
+check duplicate names, order the batch children-first over unpinned spawn
+references (refusing cycles), check the spawn contracts against the batch and
+what is already deployed (all bad handoffs into one
+``spawn-contracts-invalid``), then version by content hash. It is pure: the
+runner loads the deployed heads it asks for and writes the plan's documents
+in one transaction. A refused batch produces no plan, so nothing is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kinflow.define.hashing import content_hash
+from kinflow.define.models import SpawnBlock, WorkflowDefinition
+from kinflow.define.validate import Checked, Issue, check_definition
+from kinflow.engine.errors import DefinitionInvalid, SpawnContractsInvalid
+
+DEFINITION_TYPE = "kinflow.definition"
+MODEL_VERSION = 1
+
+# (name, None) -> the latest deployed document of that name; (name, n) -> version n.
+Deployed = Mapping[tuple[str, int | None], dict[str, Any]]
+
+
+def definition_id(name: str, version: int) -> str:
+    return f"definition.{name}.v{version}"
+
+
+@dataclass(slots=True)
+class DeployResult:
+    name: str
+    version: int
+    status: str  # "created" | "unchanged"
+    content_hash: str
+
+
+@dataclass(slots=True)
+class DeployPlan:
+    results: list[DeployResult] = field(default_factory=list)
+    creates: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def validate_batch(batch: list[Any]) -> list[Checked]:
+    """Validate every definition; raise one ``definition-invalid`` listing every issue."""
+    if not isinstance(batch, list):
+        raise DefinitionInvalid(
+            "deploy takes a list of definitions",
+            issues=[{"definition": "", "path": "", "message": "expected a list"}],
+        )
+    checked = [check_definition(item, i) for i, item in enumerate(batch)]
+    issues = [issue for c in checked for issue in c.issues]
+    seen: set[str] = set()
+    for c in checked:
+        if c.model is not None and c.name in seen:
+            issues.append(Issue(c.name, "name", f"{c.name!r} appears twice in this batch"))
+        seen.add(c.name)
+    if not issues:
+        issues.extend(_cycle_issues([c.model for c in checked if c.model is not None]))
+    if issues:
+        raise DefinitionInvalid(
+            f"{len(issues)} problem(s) in the submitted definitions",
+            issues=[i.to_dict() for i in issues],
+        )
+    return checked
+
+
+def spawn_refs(model: WorkflowDefinition) -> list[tuple[str, SpawnBlock]]:
+    """Every spawn block of a definition with its path."""
+    out: list[tuple[str, SpawnBlock]] = []
+    for si, stage in enumerate(model.stages):
+        for ai, activity in enumerate(stage.activities or []):
+            for xi, action in enumerate(activity.actions or []):
+                if action.spawn is not None:
+                    out.append((f"stages[{si}].activities[{ai}].actions[{xi}].spawn", action.spawn))
+    return out
+
+
+def referenced_names(batch: list[Checked]) -> set[str]:
+    """Names whose deployed heads the planner needs (batch names and spawn targets)."""
+    names = {c.name for c in batch}
+    for c in batch:
+        if c.model is not None:
+            names |= {spawn.definition.name for _, spawn in spawn_refs(c.model)}
+    return names
+
+
+def pinned_refs(batch: list[Checked]) -> set[tuple[str, int]]:
+    out: set[tuple[str, int]] = set()
+    for c in batch:
+        for _, spawn in spawn_refs(c.model) if c.model else []:
+            if isinstance(spawn.definition.version, int):
+                out.add((spawn.definition.name, spawn.definition.version))
+    return out
+
+
+def plan_deploy(batch: list[Checked], deployed: Deployed, now_iso: str) -> DeployPlan:
+    """Order, contract-check and version a validated batch."""
+    models = {c.name: c.model for c in batch if c.model is not None}
+    _check_contracts(models, deployed)
+    plan = DeployPlan()
+    for name in _children_first(models):
+        model = models[name]
+        stored = model.to_json()
+        digest = content_hash(stored)
+        latest = deployed.get((name, None))
+        if latest is not None and latest.get("contentHash") == digest:
+            plan.results.append(DeployResult(name, int(latest["version"]), "unchanged", digest))
+            continue
+        version = int(latest["version"]) + 1 if latest is not None else 1
+        plan.results.append(DeployResult(name, version, "created", digest))
+        plan.creates.append(
+            {
+                "_id": definition_id(name, version),
+                "_type": DEFINITION_TYPE,
+                **stored,
+                "version": version,
+                "contentHash": digest,
+                "modelVersion": MODEL_VERSION,
+                "deployedAt": now_iso,
+            }
+        )
+    return plan
+
+
+def _unpinned_edges(models: Mapping[str, WorkflowDefinition]) -> dict[str, list[str]]:
+    edges: dict[str, list[str]] = {}
+    for name, model in models.items():
+        edges[name] = [
+            spawn.definition.name
+            for _, spawn in spawn_refs(model)
+            if not isinstance(spawn.definition.version, int) and spawn.definition.name in models
+        ]
+    return edges
+
+
+def _children_first(models: Mapping[str, WorkflowDefinition]) -> list[str]:
+    edges = _unpinned_edges(models)
+    order: list[str] = []
+    done: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in done:
+            return
+        done.add(name)
+        for child in edges.get(name, []):
+            visit(child)
+        order.append(name)
+
+    for name in models:
+        visit(name)
+    return order
+
+
+def _cycle_issues(models: list[WorkflowDefinition]) -> list[Issue]:
+    by_name = {m.name: m for m in models}
+    edges = _unpinned_edges(by_name)
+    issues: list[Issue] = []
+    state: dict[str, int] = {}
+    reported: set[frozenset[str]] = set()
+
+    def visit(name: str, trail: list[str]) -> None:
+        state[name] = 1
+        for child in edges.get(name, []):
+            if state.get(child) == 1:
+                cycle = [*trail[trail.index(child):], child] if child in trail else [name, child]
+                if frozenset(cycle) not in reported:
+                    reported.add(frozenset(cycle))
+                    issues.append(Issue(name, "stages", "dependency cycle involving "
+                                        + " -> ".join(cycle)))
+            elif state.get(child) is None:
+                visit(child, [*trail, child])
+        state[name] = 2
+
+    for model in models:
+        if state.get(model.name) is None:
+            visit(model.name, [model.name])
+    return issues
+
+
+def _resolve_child(
+    ref_name: str, version: Any, models: Mapping[str, WorkflowDefinition], deployed: Deployed
+) -> dict[str, Any] | None:
+    if not isinstance(version, int) and ref_name in models:
+        return models[ref_name].to_json()
+    return deployed.get((ref_name, version if isinstance(version, int) else None))
+
+
+def _check_contracts(models: Mapping[str, WorkflowDefinition], deployed: Deployed) -> None:
+    issues: list[dict[str, Any]] = []
+    for name, model in models.items():
+        for path, spawn in spawn_refs(model):
+            ref = spawn.definition
+            child = _resolve_child(ref.name, ref.version, models, deployed)
+            if child is None:
+                issues.append({
+                    "reason": "unresolved-definition", "from": name, "child": ref.name,
+                    "field": None,
+                    "detail": f"{path}: {ref.name!r}"
+                    + (f" v{ref.version}" if isinstance(ref.version, int) else "")
+                    + " is neither in this batch nor deployed",
+                })
+                continue
+            fields = {f.get("name"): f for f in child.get("fields") or [] if isinstance(f, dict)}
+            for key in spawn.with_ or {}:
+                entry = fields.get(key)
+                if entry is None:
+                    detail = f"{path}.with.{key}: {ref.name!r} declares no workflow field {key!r}"
+                elif (entry.get("initialValue") or {}).get("type") != "input":
+                    detail = f"{path}.with.{key}: {ref.name}.{key} is not input-sourced"
+                else:
+                    continue
+                issues.append({"reason": "unconsumable-field", "from": name, "child": ref.name,
+                               "field": key, "detail": detail})
+    if issues:
+        raise SpawnContractsInvalid(
+            f"{len(issues)} bad parent-to-child handoff(s)", issues=issues
+        )

@@ -1,0 +1,139 @@
+"""The engine's refusals, one class per stable code (GRAPHQL.md error codes).
+
+Every class is a ``KinflowError``: the API maps ``code`` to
+``extensions.code`` and ``details`` to ``extensions.details``. Messages are
+for people; codes and detail keys are the contract. Anything a caller can
+cause surfaces as one of these, never as a bare exception.
+"""
+
+from __future__ import annotations
+
+from kinflow.errors import ConcurrentModification, KinflowError
+
+__all__ = [
+    "ActionDisabled",
+    "ActionParamsInvalid",
+    "CascadeLimit",
+    "ConcurrentModification",
+    "ContractViolation",
+    "DefinitionInvalid",
+    "DefinitionNotFound",
+    "EditFieldDenied",
+    "EffectNotFound",
+    "EffectOutputsInvalid",
+    "FanOutLimit",
+    "FieldValueInvalid",
+    "InitialFieldsInvalid",
+    "InstanceNotFound",
+    "MissingEffectHandler",
+    "ModelVersionAhead",
+    "PersistedDocShape",
+    "RequiredFieldNotProvided",
+    "SpawnContractsInvalid",
+    "SpawnDepthExceeded",
+    "SpawnNotSupported",
+]
+
+
+class DefinitionNotFound(KinflowError):
+    """No deployed definition with that name (and version)."""
+
+    code = "definition-not-found"
+
+
+class DefinitionInvalid(KinflowError):
+    """Deploy found problems; ``details.issues`` lists every one."""
+
+    code = "definition-invalid"
+
+
+class SpawnContractsInvalid(KinflowError):
+    """Deploy found bad parent-to-child handoffs; ``details.issues`` lists every one."""
+
+    code = "spawn-contracts-invalid"
+
+
+class InstanceNotFound(KinflowError):
+    code = "instance-not-found"
+
+
+class ActionDisabled(KinflowError):
+    """``fire_action`` refused; ``details.reason`` says why (engine-model §6)."""
+
+    code = "action-disabled"
+
+
+class ActionParamsInvalid(KinflowError):
+    code = "action-params-invalid"
+
+
+class InitialFieldsInvalid(KinflowError):
+    code = "initial-fields-invalid"
+
+
+class RequiredFieldNotProvided(KinflowError):
+    code = "required-field-not-provided"
+
+
+class EditFieldDenied(KinflowError):
+    """``edit_field`` refused; ``details.reason`` says why."""
+
+    code = "edit-field-denied"
+
+
+class FieldValueInvalid(KinflowError):
+    """A value written into a field does not fit the field's kind."""
+
+    code = "field-value-shape"
+
+
+class CascadeLimit(KinflowError):
+    """The cascade moved ``limit`` times in one call: a transition ping-pong."""
+
+    code = "cascade-limit"
+
+
+class ContractViolation(KinflowError):
+    """A caller bug: unknown activity, reused idempotency key, bad resume, ..."""
+
+    code = "contract-violation"
+
+
+class EffectNotFound(KinflowError):
+    """No pending effect with that key; ``details.settled`` tells a duplicate from a cancel."""
+
+    code = "effect-not-found"
+
+
+class EffectOutputsInvalid(KinflowError):
+    code = "effect-outputs-invalid"
+
+
+class MissingEffectHandler(KinflowError):
+    code = "missing-effect-handler"
+
+
+class ModelVersionAhead(KinflowError):
+    """The stored document needs a newer engine than this one."""
+
+    code = "model-version-ahead"
+
+
+class PersistedDocShape(KinflowError):
+    """A stored instance document does not parse (corruption or a foreign writer)."""
+
+    code = "persisted-doc-shape"
+
+
+class SpawnDepthExceeded(KinflowError):
+    code = "spawn-depth-exceeded"
+
+
+class FanOutLimit(KinflowError):
+    code = "fan-out-limit"
+
+
+class SpawnNotSupported(KinflowError):
+    """The action spawns children; subworkflows land in the next engine issue."""
+
+    code = "spawn-not-supported"

@@ -1,0 +1,37 @@
+"""A Mutation: everything one commit writes, as planned by the pure core.
+
+The runner executes a Mutation in one transaction: insert or fenced-replace
+the instance, create the child documents, apply the targeted stamps to other
+documents. Planners never touch the lake; they return one of these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kinflow.engine.state import Instance, PendingEffect
+
+
+@dataclass(slots=True)
+class Stamp:
+    """A targeted update of another document (e.g. a parent's registry row)."""
+
+    document_id: str
+    update: dict[str, Any]
+    array_filters: list[dict[str, Any]] | None = None
+
+
+@dataclass(slots=True)
+class Mutation:
+    instance: Instance
+    insert: bool = False  # a new document rather than a fenced replace
+    changed: bool = False  # the instance's state changed (what callers see)
+    dirty: bool = False  # something must be written (state or derived hints)
+    moves: int = 0
+    creates: list[dict[str, Any]] = field(default_factory=list)
+    stamps: list[Stamp] = field(default_factory=list)
+    effects_queued: list[PendingEffect] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    replay: bool = False
+    result: Any = None

@@ -1,0 +1,301 @@
+"""The stored instance document (engine-model §3), parsed at the read boundary.
+
+This module owns the *shape* of ``kinflow.instance`` documents and the few
+derived facts every other module asks about (the open stage entry, terminal
+state). It knows nothing about how state changes: planners mutate a deep copy
+of an ``Instance`` and the runner writes it back whole.
+
+Parsing is tolerant of unknown keys (``extra="allow"``: a newer writer's keys
+survive a round trip through an older engine) and strict about everything the
+engine interprets. A document whose ``minReaderModel`` is above this engine's
+``MODEL_VERSION`` is refused rather than misread.
+
+Python attribute names mirror the stored camelCase keys; the lake's
+underscore keys (``_id``, ``_key`` ...) are aliased with a trailing
+underscore.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kinflow.define.models import WorkflowDefinition
+from kinflow.engine.errors import ModelVersionAhead, PersistedDocShape
+
+INSTANCE_TYPE = "kinflow.instance"
+MODEL_VERSION = 1
+MIN_READER_MODEL = 1
+
+ActivityStatus = Literal["active", "done", "skipped", "failed"]
+TERMINAL_ACTIVITY = frozenset({"done", "skipped", "failed"})
+
+
+class Part(BaseModel):
+    """Base of every stored part: tolerant of unknown keys, dumps camelCase by alias."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class ActorModel(Part):
+    kind: Literal["person", "agent", "system"]
+    id: str
+    roles: list[str] = Field(default_factory=list)
+    onBehalfOf: dict[str, Any] | None = None
+
+
+class Ref(Part):
+    """A stored reference: ``{id: "lake:<dataset>:<docId>", type}``."""
+
+    id: str
+    type: str | None = None
+
+
+class ResolvedField(Part):
+    key_: str = Field(alias="_key")
+    type_: str = Field(alias="_type")  # the field kind
+    name: str
+    value: Any = None
+    title: str | None = None
+    resolvedAt: str | None = None
+    fields: list[dict[str, Any]] | None = None
+    of: list[dict[str, Any]] | None = None
+    types: list[str] | None = None
+
+
+class FilterEvaluation(Part):
+    at: str
+    truthy: bool
+    unevaluable: bool | None = None
+    detail: str | None = None
+
+
+class ActivityEntry(Part):
+    key_: str = Field(alias="_key")
+    name: str
+    status: ActivityStatus
+    startedAt: str | None = None
+    completedAt: str | None = None
+    completedBy: str | None = None
+    firedActions: list[str] = Field(default_factory=list)
+    filterEvaluation: FilterEvaluation | None = None
+    fields: list[ResolvedField] = Field(default_factory=list)
+
+
+class StageEntry(Part):
+    key_: str = Field(alias="_key")
+    name: str
+    enteredAt: str
+    exitedAt: str | None = None
+    fields: list[ResolvedField] = Field(default_factory=list)
+    activities: list[ActivityEntry] = Field(default_factory=list)
+
+    def activity(self, name: str) -> ActivityEntry | None:
+        for entry in self.activities:
+            if entry.name == name:
+                return entry
+        return None
+
+
+class AbortPending(Part):
+    at: str
+    reason: str
+
+
+class ResolvedRow(Part):
+    at: str
+    stage: str | None = None
+    aborted: bool | None = None
+    detail: str | None = None
+
+
+class ObservedChild(Part):
+    """What propagation last stamped about a live child (kinflow: rows carry $subworkflows)."""
+
+    status: Literal["active", "done", "aborted"]
+    stage: str | None = None
+    at: str
+
+
+class SubworkflowEntry(Part):
+    """One row of the workflow-scope registry (§3.5); filled by the subworkflow issue."""
+
+    key_: str = Field(alias="_key")
+    activity: str
+    action: str
+    definition: str
+    stageEntry: str
+    cohortStage: str
+    rowKey: str
+    ref: Ref
+    spawnedAt: str
+    abortPending: AbortPending | None = None
+    resolved: ResolvedRow | None = None
+    observed: ObservedChild | None = None
+
+
+class ContextEntry(Part):
+    key_: str = Field(alias="_key")
+    type_: str = Field(alias="_type")
+    name: str
+    value: Any = None
+
+
+class EffectClaim(Part):
+    type_: str = Field(default="pendingEffect.claim", alias="_type")
+    claimedAt: str
+    claimedBy: ActorModel
+    leaseExpiresAt: str | None = None
+    claimToken: str
+
+
+class EffectOrigin(Part):
+    kind: str
+    name: str
+    activity: str | None = None
+
+
+class PendingEffect(Part):
+    key_: str = Field(alias="_key")
+    type_: str = Field(default="pendingEffect", alias="_type")
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    origin: EffectOrigin
+    actor: ActorModel | None = None
+    queuedAt: str
+    stageEntryKey: str | None = None
+    claim: EffectClaim | None = None
+
+
+class EffectRun(Part):
+    key_: str = Field(alias="_key")
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    origin: EffectOrigin
+    actor: ActorModel | None = None
+    stageEntryKey: str | None = None
+    ranAt: str
+    durationMs: int | None = None
+    status: Literal["done", "failed", "cancelled"]
+    detail: str | None = None
+    error: dict[str, Any] | None = None
+    outputs: dict[str, Any] | None = None
+
+
+class ProcessedRequest(Part):
+    key_: str = Field(alias="_key")
+    type_: str = Field(default="processedRequest", alias="_type")
+    key: str
+    op: str
+    processedAt: str
+    expiresAt: str
+
+
+class Instance(Part):
+    """A workflow instance: one run of a pinned definition."""
+
+    id_: str = Field(alias="_id")
+    type_: str = Field(default=INSTANCE_TYPE, alias="_type")
+    rev_: str | None = Field(default=None, alias="_rev")
+    createdAt_: str | None = Field(default=None, alias="_createdAt")
+    updatedAt_: str | None = Field(default=None, alias="_updatedAt")
+    modelVersion: int = MODEL_VERSION
+    minReaderModel: int = MIN_READER_MODEL
+    dataset: str
+    definition: str
+    pinnedVersion: int
+    pinnedContentHash: str | None = None
+    definitionSnapshot: str
+    fields: list[ResolvedField] = Field(default_factory=list)
+    context: list[ContextEntry] = Field(default_factory=list)
+    ancestors: list[Ref] = Field(default_factory=list)
+    currentStage: str
+    stages: list[StageEntry] = Field(default_factory=list)
+    subworkflows: list[SubworkflowEntry] = Field(default_factory=list)
+    pendingEffects: list[PendingEffect] = Field(default_factory=list)
+    effectHistory: list[EffectRun] = Field(default_factory=list)
+    history: list[dict[str, Any]] = Field(default_factory=list)
+    processedRequests: list[ProcessedRequest] = Field(default_factory=list)
+    startedAt: str
+    lastChangedAt: str
+    completedAt: str | None = None
+    abortedAt: str | None = None
+    nextEvaluationAt: str | None = None
+    watch: list[str] = Field(default_factory=list)
+    startedBy: ActorModel | None = None
+
+    # ---- derived facts ----
+
+    @property
+    def terminal_state(self) -> Literal["in-flight", "completed", "aborted"]:
+        if self.abortedAt:
+            return "aborted"
+        if self.completedAt:
+            return "completed"
+        return "in-flight"
+
+    @property
+    def terminal(self) -> bool:
+        return self.completedAt is not None
+
+    @property
+    def primed(self) -> bool:
+        return bool(self.stages)
+
+    def open_entry(self) -> StageEntry | None:
+        """The current stage visit (the terminal stage's entry stays open on completion)."""
+        for entry in reversed(self.stages):
+            if entry.name == self.currentStage and entry.exitedAt is None:
+                return entry
+        return None
+
+    def definition_model(self) -> WorkflowDefinition:
+        """The pinned definition every evaluation of this instance uses."""
+        return parse_snapshot(self.definitionSnapshot)
+
+    @property
+    def parent_ref(self) -> Ref | None:
+        return self.ancestors[-1] if self.ancestors else None
+
+    def to_document(self) -> dict[str, Any]:
+        """The stored JSON, without the lake's system fields (the lake stamps those)."""
+        doc = self.to_json()
+        for key in ("_rev", "_createdAt", "_updatedAt"):
+            doc.pop(key, None)
+        return doc
+
+
+@lru_cache(maxsize=256)
+def parse_snapshot(snapshot: str) -> WorkflowDefinition:
+    data = json.loads(snapshot)
+    stored = {k: v for k, v in data.items() if not k.startswith("_")} if isinstance(
+        data, dict) else data
+    for key in ("version", "contentHash", "modelVersion", "deployedAt"):
+        stored.pop(key, None)
+    return WorkflowDefinition.model_validate(stored)
+
+
+def parse_instance(document: dict[str, Any]) -> Instance:
+    """Parse a stored instance, refusing documents this engine cannot read safely."""
+    floor = document.get("minReaderModel", 0)
+    if isinstance(floor, int) and floor > MODEL_VERSION:
+        raise ModelVersionAhead(
+            f"instance {document.get('_id')!r} needs engine model {floor}; this is "
+            f"{MODEL_VERSION}",
+            instanceId=document.get("_id"), minReaderModel=floor, modelVersion=MODEL_VERSION,
+        )
+    try:
+        return Instance.model_validate(document)
+    except ValidationError as exc:
+        raise PersistedDocShape(
+            f"instance {document.get('_id')!r} does not parse",
+            instanceId=document.get("_id"),
+            issues=[{"path": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
+                    for e in exc.errors()[:20]],
+        ) from exc
