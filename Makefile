@@ -1,10 +1,10 @@
 # The two README commands: `make demo` and `make test`. Both set everything up themselves.
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: demo test lint typecheck pytest bench soak groq-conformance clean
+.PHONY: demo test install bench soak groq-conformance clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,7 @@ test: $(STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider
 
 bench: $(STAMP)
-	$(BIN)/python bench/lake.py
+	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 soak: $(STAMP)
 	$(BIN)/pytest -q -m slow

@@ -46,7 +46,10 @@ async def open_lake(settings: Settings, *, database: str | None = None) -> LakeC
             test_commands=settings.embedded_test_commands,
             start_timeout=settings.embedded_start_timeout,
         )
-        uri = await asyncio.to_thread(embedded.start)
+        # Started on this (the main) thread on purpose: the parent-death signal
+        # fires when the *thread* that forked the daemon exits, and executor
+        # threads come and go. Start-up blocks the loop for about half a second.
+        uri = embedded.start()
     lake = Lake(
         make_client(uri, settings),
         database or settings.database,
