@@ -1,0 +1,638 @@
+"""The runner: the engine's only I/O, wrapped around the pure planners.
+
+This module owns how a verb becomes commits on the lake, and nothing about
+workflow rules. Every commit has the same shape:
+
+1. inside one MongoDB transaction, load the instance (with its ``_rev``);
+2. plan purely with one clock reading: ``planner(state, ctx) -> Mutation``;
+   when the planner asks for a lake read it was not given (``NeedsIO``),
+   read it inside the same transaction and plan again from scratch;
+3. write the mutation: insert, or replace fenced on the loaded ``_rev``;
+4. a conflict anywhere (write conflict, fence miss) re-runs the whole
+   callback with a fresh load; after the lake's bounded attempts the caller
+   gets ``concurrent-modification`` naming the verb. A refusal raised by the
+   planner aborts the transaction: nothing is written.
+
+After a verb's own commit the runner drives the cascade, one commit per hop,
+until a hop moves nothing (``cascade-limit`` after ``limits.cascade_moves``
+moves). Effects are run by handlers registered by name; ``drain_effects``
+claims each pending effect with a lease, runs its handler outside any
+transaction and reports through ``complete_effect``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from kinflow import groq
+from kinflow.define.validate import Checked
+from kinflow.engine import deploy as deploying
+from kinflow.engine import verbs
+from kinflow.engine.context import (
+    Actor,
+    Limits,
+    NeedsDocuments,
+    NeedsIO,
+    NeedsLakeQuery,
+    PlanContext,
+    parse_iso,
+    random_key,
+)
+from kinflow.engine.errors import (
+    CascadeLimit,
+    ContractViolation,
+    DefinitionNotFound,
+    EffectNotFound,
+    InstanceNotFound,
+)
+from kinflow.engine.gates import Verdict
+from kinflow.engine.gates import available_actions as action_verdicts
+from kinflow.engine.mutation import Mutation
+from kinflow.engine.state import INSTANCE_TYPE, Instance, PendingEffect, parse_instance
+from kinflow.errors import DocumentExists, KinflowError
+from kinflow.storage.gdr import to_gdr
+from kinflow.storage.lake import IndexSpec, Lake
+
+if TYPE_CHECKING:
+    from pymongo.asynchronous.client_session import AsyncClientSession
+
+Clock = Callable[[], datetime]
+Planner = Callable[[Instance, PlanContext], Mutation]
+_INSTANCES = {"_type": INSTANCE_TYPE}
+_IO_ROUNDS = 32
+
+ENGINE_INDEXES: tuple[IndexSpec, ...] = (
+    IndexSpec("definition_name_version", (("_type", 1), ("name", 1), ("version", -1)),
+              partial={"_type": deploying.DEFINITION_TYPE}),
+    IndexSpec("instance_watch", (("watch", 1),), partial=_INSTANCES),
+    IndexSpec("instance_due", (("nextEvaluationAt", 1),), partial=_INSTANCES),
+    IndexSpec("instance_parent", (("ancestors.id", 1),), partial=_INSTANCES),
+    IndexSpec("instance_definition", (("definition", 1), ("completedAt", 1)),
+              partial=_INSTANCES),
+)
+
+
+def system_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(slots=True)
+class OperationResult:
+    """What every mutating verb returns (GRAPHQL.md ``OperationResult``)."""
+
+    instance: Instance
+    changed: bool
+    cascaded: int
+    next_evaluation_at: str | None = None
+
+
+@dataclass(slots=True)
+class DeployedDefinition:
+    name: str
+    version: int
+    status: str
+
+
+@dataclass(slots=True)
+class DeployOutcome:
+    definitions: list[DeployedDefinition]
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class EffectCall:
+    """What an effect handler receives."""
+
+    instance_id: str
+    effect_key: str
+    name: str
+    params: dict[str, Any]
+    claim_token: str
+
+
+EffectHandler = Callable[[EffectCall], Awaitable[Mapping[str, Any] | None] | Mapping[str, Any]
+                         | None]
+
+
+@dataclass(slots=True)
+class DrainReport:
+    drained: int = 0
+    failed: int = 0
+    skipped: int = 0
+    lost: int = 0
+
+
+@dataclass(slots=True)
+class _Reads:
+    """Lake reads gathered for one commit; kept across retries of that commit."""
+
+    documents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    absent: set[str] = field(default_factory=set)
+    queries: dict[str, Any] = field(default_factory=dict)
+
+
+class Engine:
+    """The workflow engine over one lake dataset. All verbs are coroutines."""
+
+    def __init__(
+        self,
+        lake: Lake,
+        *,
+        dataset: str | None = None,
+        clock: Clock = system_clock,
+        limits: Limits | None = None,
+        new_key: Callable[[], str] = random_key,
+    ) -> None:
+        self.lake = lake
+        self.dataset = dataset or lake.default_dataset
+        self.clock = clock
+        self.limits = limits or Limits()
+        self.new_key = new_key
+        self.handlers: dict[str, EffectHandler] = {}
+        self._ready = False
+
+    async def ensure_ready(self) -> None:
+        """Declare the engine's indexes and create the dataset (idempotent)."""
+        if self._ready:
+            return
+        await self.lake.declare_indexes(ENGINE_INDEXES)
+        await self.lake.ensure_dataset(self.dataset)
+        self._ready = True
+
+    def register_handler(self, name: str, handler: EffectHandler) -> None:
+        """Run ``handler`` for effects named ``name`` (one handler per name)."""
+        self.handlers[name] = handler
+
+    # ------------------------------------------------------------ deploy
+
+    async def deploy(self, definitions: list[Any], *, actor: Actor | None = None
+                     ) -> DeployOutcome:
+        """Validate and store a batch; all or nothing."""
+        await self.ensure_ready()
+        checked = deploying.validate_batch(definitions)
+
+        async def callback(session: AsyncClientSession) -> deploying.DeployPlan:
+            deployed = await self._deployed_heads(checked, session)
+            plan = deploying.plan_deploy(checked, deployed, self._iso(self.clock()))
+            for document in plan.creates:
+                await self.lake.create(document, dataset=self.dataset, session=session)
+            return plan
+
+        plan = await self.lake.transaction(callback, verb="deployDefinitions")
+        return DeployOutcome(
+            [DeployedDefinition(r.name, r.version, r.status) for r in plan.results],
+            plan.warnings,
+        )
+
+    async def _deployed_heads(
+        self, checked: list[Checked], session: AsyncClientSession
+    ) -> dict[tuple[str, int | None], dict[str, Any]]:
+        heads: dict[tuple[str, int | None], dict[str, Any]] = {}
+        for name in deploying.referenced_names(checked):
+            latest = await self._latest_definition(name, session)
+            if latest is not None:
+                heads[(name, None)] = latest
+        for name, version in deploying.pinned_refs(checked):
+            found = await self.lake.get(deploying.definition_id(name, version),
+                                        dataset=self.dataset, session=session)
+            if found is not None:
+                heads[(name, version)] = found
+        return heads
+
+    async def _latest_definition(
+        self, name: str, session: AsyncClientSession | None = None
+    ) -> dict[str, Any] | None:
+        found = await self.lake.find(
+            {"_type": deploying.DEFINITION_TYPE, "name": name}, dataset=self.dataset,
+            session=session, sort=[("version", -1)], limit=1,
+        )
+        return found[0] if found else None
+
+    async def get_definition(self, name: str, version: int | None = None) -> dict[str, Any]:
+        if version is None:
+            found = await self._latest_definition(name)
+        else:
+            found = await self.lake.get(deploying.definition_id(name, version),
+                                        dataset=self.dataset)
+        if found is None:
+            raise DefinitionNotFound(
+                f"no deployed definition {name!r}" + (f" v{version}" if version else ""),
+                definition=name, version=version,
+            )
+        return found
+
+    # ------------------------------------------------------------ start
+
+    async def start_instance(
+        self,
+        definition: str,
+        *,
+        version: int | None = None,
+        fields: dict[str, Any] | None = None,
+        instance_id: str | None = None,
+        context: dict[str, Any] | None = None,
+        actor: Actor | None = None,
+    ) -> OperationResult:
+        """Start a run; with an existing ``instance_id`` of the same definition, resume it."""
+        await self.ensure_ready()
+        actor = actor or Actor.system()
+        document = await self.get_definition(definition, version)
+        verb = verbs.StartInstance(document, fields, instance_id, context)
+
+        async def callback(session: AsyncClientSession) -> Mutation:
+            existing = (
+                await self.lake.get(instance_id, dataset=self.dataset, session=session)
+                if instance_id else None
+            )
+            if existing is not None:
+                state = parse_instance(existing)
+                mutation = await self._plan(lambda ctx: verbs.plan_resume(state, verb, ctx),
+                                            actor, session)
+                await self._write(mutation, state.rev_, session)
+                return mutation
+            mutation = await self._plan(lambda ctx: verbs.plan_start(verb, ctx), actor, session)
+            await self._write(mutation, None, session)
+            return mutation
+
+        try:
+            mutation = await self.lake.transaction(callback, verb="startInstance")
+        except DocumentExists:  # a concurrent start with the same id won: resume it
+            mutation = await self.lake.transaction(callback, verb="startInstance")
+        return await self._cascade(mutation, actor)
+
+    # ------------------------------------------------------------ verbs
+
+    async def fire_action(
+        self,
+        instance_id: str,
+        activity: str,
+        action: str,
+        *,
+        params: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        actor: Actor | None = None,
+    ) -> OperationResult:
+        verb = verbs.FireAction(activity, action, params, idempotency_key)
+        return await self._verb(instance_id, "fireAction", actor,
+                                lambda s, c: verbs.plan_fire_action(s, verb, c))
+
+    async def edit_field(
+        self,
+        instance_id: str,
+        field: str,
+        value: Any = None,
+        *,
+        mode: str = "set",
+        scope: str | None = None,
+        activity: str | None = None,
+        idempotency_key: str | None = None,
+        actor: Actor | None = None,
+    ) -> OperationResult:
+        verb = verbs.EditField(field, value, mode.lower(), scope, activity, idempotency_key)
+        return await self._verb(instance_id, "editField", actor,
+                                lambda s, c: verbs.plan_edit_field(s, verb, c))
+
+    async def complete_effect(
+        self,
+        instance_id: str,
+        effect_key: str,
+        status: str,
+        *,
+        outputs: dict[str, Any] | None = None,
+        error: str | None = None,
+        detail: str | None = None,
+        duration_ms: int | None = None,
+        idempotency_key: str | None = None,
+        actor: Actor | None = None,
+    ) -> OperationResult:
+        verb = verbs.CompleteEffect(effect_key, status.lower(), outputs, error, detail,
+                                    duration_ms, idempotency_key)
+        return await self._verb(instance_id, "completeEffect", actor,
+                                lambda s, c: verbs.plan_complete_effect(s, verb, c))
+
+    async def tick(self, instance_id: str, *, actor: Actor | None = None) -> OperationResult:
+        """Re-evaluate: cascade until nothing moves (time passed, content changed)."""
+        return await self._verb(instance_id, "tick", actor, verbs.plan_hop)
+
+    async def abort_instance(
+        self,
+        instance_id: str,
+        *,
+        reason: str | None = None,
+        idempotency_key: str | None = None,
+        actor: Actor | None = None,
+    ) -> OperationResult:
+        verb = verbs.AbortInstance(reason, idempotency_key)
+        result = await self._verb(instance_id, "abortInstance", actor,
+                                  lambda s, c: verbs.plan_abort(s, verb, c), cascade=False)
+        await self._drain_condemned(result.instance, actor or Actor.system())
+        return result
+
+    async def set_stage(
+        self,
+        instance_id: str,
+        stage: str,
+        *,
+        reason: str | None = None,
+        idempotency_key: str | None = None,
+        actor: Actor | None = None,
+    ) -> OperationResult:
+        verb = verbs.SetStage(stage, reason, idempotency_key)
+        return await self._verb(instance_id, "setStage", actor,
+                                lambda s, c: verbs.plan_set_stage(s, verb, c))
+
+    async def reset_activity(
+        self,
+        instance_id: str,
+        activity: str,
+        *,
+        to: str = "active",
+        idempotency_key: str | None = None,
+        actor: Actor | None = None,
+    ) -> OperationResult:
+        verb = verbs.ResetActivity(activity, to, idempotency_key)
+        return await self._verb(instance_id, "resetActivity", actor,
+                                lambda s, c: verbs.plan_reset_activity(s, verb, c))
+
+    # ------------------------------------------------------------ effects
+
+    async def drain_effects(
+        self, instance_id: str, *, actor: Actor | None = None, missing_handler: str = "skip"
+    ) -> DrainReport:
+        """Claim, run and report every runnable pending effect of one instance."""
+        actor = actor or Actor.system()
+        report = DrainReport()
+        attempted: set[str] = set()
+        while True:
+            instance = await self.get_instance(instance_id)
+            now = self.clock()
+            pending = self._next_claimable(instance, now, attempted)
+            if pending is None:
+                return report
+            attempted.add(pending.key_)
+            handler = self.handlers.get(pending.name)
+            if handler is None:
+                if missing_handler == "fail":
+                    from kinflow.engine.errors import MissingEffectHandler
+
+                    raise MissingEffectHandler(f"no handler for effect {pending.name!r}",
+                                               effect=pending.name, phase="drain")
+                report.skipped += 1
+                continue
+            try:
+                claimed = await self._claim(instance_id, pending.key_, actor)
+            except KinflowError:  # lost the claim race or the effect settled meanwhile
+                continue
+            started = time.monotonic()
+            try:
+                outputs = handler(EffectCall(instance_id, pending.key_, pending.name,
+                                             dict(pending.params), claimed))
+                if inspect.isawaitable(outputs):
+                    outputs = await outputs
+                status, error = "done", None
+            except Exception as exc:  # the handler's failure is the effect's outcome
+                outputs, status, error = None, "failed", f"{type(exc).__name__}: {exc}"
+            duration = int((time.monotonic() - started) * 1000)
+            try:
+                await self.complete_effect(
+                    instance_id, pending.key_, status,
+                    outputs=dict(outputs) if outputs else None, error=error,
+                    duration_ms=duration, actor=actor,
+                )
+            except EffectNotFound:
+                report.lost += 1
+                continue
+            if status == "done":
+                report.drained += 1
+            else:
+                report.failed += 1
+
+    def _next_claimable(self, instance: Instance, now: datetime, attempted: set[str]
+                        ) -> PendingEffect | None:
+        for pending in instance.pendingEffects:
+            if pending.key_ in attempted:
+                continue
+            claim = pending.claim
+            if claim is None or claim.leaseExpiresAt is None or parse_iso(
+                    claim.leaseExpiresAt) <= now:
+                return pending
+        return None
+
+    async def _claim(self, instance_id: str, effect_key: str, actor: Actor) -> str:
+        lease = self.limits.effect_lease_seconds
+
+        async def callback(session: AsyncClientSession) -> Mutation:
+            state = await self._load(instance_id, session)
+            mutation = await self._plan(
+                lambda ctx: verbs.plan_claim_effect(state, effect_key, lease, ctx), actor, session)
+            await self._write(mutation, state.rev_, session)
+            return mutation
+
+        mutation = await self.lake.transaction(callback, verb="claimEffect", attempts=3)
+        token: str = mutation.result.claimToken
+        return token
+
+    async def sweep_stale_claims(self, instance_id: str, *, actor: Actor | None = None) -> int:
+        """Release every expired effect claim of one instance; returns how many."""
+        actor = actor or Actor.system()
+
+        async def callback(session: AsyncClientSession) -> Mutation:
+            state = await self._load(instance_id, session)
+            mutation = await self._plan(lambda ctx: verbs.plan_sweep(state, ctx), actor, session)
+            if mutation.dirty:
+                await self._write(mutation, state.rev_, session)
+            return mutation
+
+        mutation = await self.lake.transaction(callback, verb="sweepStaleClaims", attempts=5)
+        released: int = mutation.result
+        return released
+
+    # ------------------------------------------------------------ reads
+
+    async def get_instance(self, instance_id: str) -> Instance:
+        document = await self.lake.get(instance_id, dataset=self.dataset)
+        if document is None or document.get("_type") != INSTANCE_TYPE:
+            raise InstanceNotFound(f"no instance {instance_id!r}", instanceId=instance_id)
+        return parse_instance(document)
+
+    async def available_actions(
+        self, instance_id: str, *, actor: Actor | None = None
+    ) -> list[Verdict]:
+        """One verdict per action of the current stage, with the reason it is disabled."""
+        actor = actor or Actor.system()
+        instance = await self.get_instance(instance_id)
+        definition = instance.definition_model()
+        reads = _Reads()
+        for _ in range(_IO_ROUNDS):
+            ctx = self._context(actor, self.clock(), reads)
+            try:
+                return action_verdicts(instance, definition, ctx, actor)
+            except NeedsIO as need:
+                await self._satisfy(need, reads, None)
+        raise ContractViolation("available_actions needed too many lake reads")
+
+    async def query(self, query: str, params: dict[str, Any] | None = None) -> Any:
+        """Read-only GROQ over this dataset; parameters are bound, never spliced."""
+        return await self._run_query(query, params or {}, None)
+
+    async def instances_for_document(self, gdr: str) -> list[Instance]:
+        """In-flight instances whose reference fields point at ``gdr`` (a GDR or bare id)."""
+        uri = str(to_gdr(gdr, self.dataset))
+        found = await self.lake.find(
+            {"_type": INSTANCE_TYPE, "watch": uri, "completedAt": None}, dataset=self.dataset,
+        )
+        return [parse_instance(doc) for doc in found]
+
+    async def react_to_document_change(self, gdr: str, *, actor: Actor | None = None
+                                       ) -> list[OperationResult]:
+        """Tick every in-flight instance that reads ``gdr`` (the change hub calls this)."""
+        results = []
+        for instance in await self.instances_for_document(gdr):
+            try:
+                results.append(await self.tick(instance.id_, actor=actor))
+            except InstanceNotFound:
+                continue
+        return results
+
+    # ------------------------------------------------------------ machinery
+
+    async def _verb(
+        self,
+        instance_id: str,
+        name: str,
+        actor: Actor | None,
+        planner: Planner,
+        *,
+        cascade: bool = True,
+    ) -> OperationResult:
+        actor = actor or Actor.system()
+        mutation = await self._commit(instance_id, name, actor, planner)
+        if not cascade:
+            return OperationResult(mutation.instance, mutation.changed, 0,
+                                   mutation.instance.nextEvaluationAt)
+        return await self._cascade(mutation, actor)
+
+    async def _commit(self, instance_id: str, name: str, actor: Actor, planner: Planner
+                      ) -> Mutation:
+        """One transaction: load, plan, fenced write (retried by the lake on conflict)."""
+
+        async def callback(session: AsyncClientSession) -> Mutation:
+            state = await self._load(instance_id, session)
+            mutation = await self._plan(lambda ctx: planner(state, ctx), actor, session)
+            if mutation.dirty:
+                await self._write(mutation, state.rev_, session)
+            return mutation
+
+        return await self.lake.transaction(callback, verb=name)
+
+    async def _cascade(self, first: Mutation, actor: Actor) -> OperationResult:
+        """Drive hops after a verb's commit until one moves nothing."""
+        moves = first.moves
+        changed = first.changed
+        last = first
+        instance_id = first.instance.id_
+        while last.moves and not last.instance.terminal:
+            if moves >= self.limits.cascade_moves:
+                raise CascadeLimit(
+                    f"instance {instance_id!r} moved {moves} times in one cascade",
+                    instanceId=instance_id, limit=self.limits.cascade_moves,
+                    stage=last.instance.currentStage,
+                )
+            await self._drain_condemned(last.instance, actor)
+            last = await self._commit(instance_id, "cascade", actor, verbs.plan_hop)
+            moves += last.moves
+            changed = changed or last.changed
+        return OperationResult(last.instance, changed, moves, last.instance.nextEvaluationAt)
+
+    async def _drain_condemned(self, instance: Instance, actor: Actor) -> None:
+        """Carry out aborts owed to condemned children (§5.11); the subworkflow issue's."""
+        return None
+
+    async def _load(self, instance_id: str, session: AsyncClientSession) -> Instance:
+        document = await self.lake.get(instance_id, dataset=self.dataset, session=session)
+        if document is None or document.get("_type") != INSTANCE_TYPE:
+            raise InstanceNotFound(f"no instance {instance_id!r}", instanceId=instance_id)
+        return parse_instance(document)
+
+    def _context(self, actor: Actor, now: datetime, reads: _Reads) -> PlanContext:
+        return PlanContext(
+            now=now, actor=actor, dataset=self.dataset, documents=reads.documents,
+            absent=reads.absent, query_results=reads.queries, limits=self.limits,
+            new_key=self.new_key,
+        )
+
+    async def _plan(
+        self,
+        plan: Callable[[PlanContext], Mutation],
+        actor: Actor,
+        session: AsyncClientSession | None,
+    ) -> Mutation:
+        """Plan with one clock reading, satisfying the planner's lake reads as it asks."""
+        now = self.clock()
+        reads = _Reads()
+        for _ in range(_IO_ROUNDS):
+            try:
+                return plan(self._context(actor, now, reads))
+            except NeedsIO as need:
+                await self._satisfy(need, reads, session)
+        raise ContractViolation("a plan needed too many lake reads")
+
+    async def _satisfy(self, need: NeedsIO, reads: _Reads,
+                       session: AsyncClientSession | None) -> None:
+        if isinstance(need, NeedsDocuments):
+            by_dataset: dict[str, list[str]] = {}
+            for uri in need.uris:
+                gdr = to_gdr(uri, self.dataset)
+                by_dataset.setdefault(gdr.dataset, []).append(gdr.document_id)
+            for dataset, ids in by_dataset.items():
+                found = await self.lake.get_many(ids, dataset=dataset, session=session)
+                for doc_id in ids:
+                    uri = f"lake:{dataset}:{doc_id}"
+                    if doc_id in found:
+                        reads.documents[uri] = found[doc_id]
+                    else:
+                        reads.absent.add(uri)
+        elif isinstance(need, NeedsLakeQuery):
+            reads.queries[need.cache_key] = await self._run_query(need.query, need.params,
+                                                                  session)
+
+    async def _run_query(self, query: str, params: dict[str, Any],
+                         session: AsyncClientSession | None) -> Any:
+        try:
+            store = importlib.import_module("kinflow.groq.store")
+        except ImportError:
+            store = None
+        if store is not None and session is None and hasattr(store, "query_collection"):
+            return await store.query_collection(self.lake.collection(self.dataset), query,
+                                                params=params, now=self.clock())
+        documents = await self.lake.find({}, dataset=self.dataset, session=session)
+        return groq.evaluate(query, dataset=documents, params=params, now=self.clock())
+
+    async def _write(self, mutation: Mutation, expected_rev: str | None,
+                     session: AsyncClientSession) -> None:
+        document = mutation.instance.to_document()
+        if mutation.insert:
+            stored = await self.lake.create(document, dataset=self.dataset, session=session)
+        else:
+            stored = await self.lake.replace(document, expected_rev=expected_rev,
+                                             dataset=self.dataset, session=session)
+        mutation.instance.rev_ = stored["_rev"]
+        mutation.instance.createdAt_ = stored.get("_createdAt")
+        mutation.instance.updatedAt_ = stored.get("_updatedAt")
+        if mutation.creates:
+            await self.lake.create_many(mutation.creates, dataset=self.dataset, session=session)
+        for stamp in mutation.stamps:
+            await self.lake.patch(stamp.document_id, stamp.update, dataset=self.dataset,
+                                  session=session, array_filters=stamp.array_filters)
+
+    @staticmethod
+    def _iso(moment: datetime) -> str:
+        from kinflow.engine.context import iso
+
+        return iso(moment)
