@@ -1,0 +1,3 @@
+from kinflow.cli.app import main
+
+main()

@@ -1,0 +1,262 @@
+"""The commands of ``kinflow`` (see the package docstring for how they run)."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from kinflow.cli.backends import Backend, open_backend
+from kinflow.cli.inputs import load_definitions, parse_pairs
+from kinflow.cli.render import build_tree, print_error, print_result
+from kinflow.errors import KinflowError
+from kinflow.settings import Settings
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="kinflow: workflows that fan out into child workflows.",
+)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+URL = typer.Option(None, "--url", envvar="KINFLOW_URL",
+                   help="Talk to a running server instead of the lake.")  # fmt: skip
+TOKEN = typer.Option(None, "--token", envvar="KINFLOW_TOKEN", help="API token for --url.")
+
+
+def run(work: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine; a typed refusal prints its code and exits 1."""
+    try:
+        return asyncio.run(work())  # type: ignore[arg-type]
+    except KinflowError as exc:
+        print_error(err, exc)
+        raise typer.Exit(1) from None
+    except OSError as exc:
+        print_error(err, KinflowError(f"{exc.strerror or exc}: {exc.filename or ''}".strip()))
+        raise typer.Exit(1) from None
+
+
+def with_backend(url: str | None, token: str | None,
+                 work: Callable[[Backend], Awaitable[T]]) -> T:  # fmt: skip
+    async def main() -> T:
+        async with open_backend(url, token) as backend:
+            return await work(backend)
+
+    return run(main)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+# ------------------------------------------------------------------ server
+
+
+@app.command()
+def serve(
+    host: str | None = typer.Option(None, help="Bind address (default KINFLOW_HOST)."),
+    port: int | None = typer.Option(None, help="Port (default KINFLOW_PORT)."),
+) -> None:
+    """Run the API server (on the embedded lake unless KINFLOW_MONGODB_URI is set)."""
+    import uvicorn
+
+    settings = Settings()
+    bind_host = host or settings.host
+    bind_port = port or settings.port
+    if not is_loopback(bind_host):
+        err.print(
+            f"[red]refusing to bind {bind_host}:[/red] without API tokens kinflow only "
+            "serves 127.0.0.1 (set KINFLOW_HOST=127.0.0.1)"
+        )
+        raise typer.Exit(2)
+    err.print(f"kinflow listening on http://{bind_host}:{bind_port}  (health: /healthz)")
+    uvicorn.run(
+        "kinflow.app:create_app",
+        factory=True,
+        host=bind_host,
+        port=bind_port,
+        log_level="info",
+        timeout_graceful_shutdown=10,
+    )
+
+
+@app.command()
+def demo(
+    port: int | None = typer.Option(None, help="Port (default KINFLOW_PORT)."),
+) -> None:
+    """Deploy the examples, import the sample content, and serve on 127.0.0.1."""
+    from kinflow.cli.demo import TOUR, prepare
+
+    settings = Settings()
+    for line in run(lambda: prepare(settings)):
+        out.print(line)
+    bind_port = port or settings.port
+    out.print(TOUR.format(url=f"http://127.0.0.1:{bind_port}"))
+    serve(host="127.0.0.1", port=bind_port)
+
+
+# ------------------------------------------------------------------ verbs
+
+
+@app.command()
+def deploy(
+    paths: list[Path] = typer.Argument(..., help="JSON or YAML files, or directories."),
+    url: str | None = URL,
+    token: str | None = TOKEN,
+) -> None:
+    """Deploy workflow definitions (all or nothing)."""
+
+    async def work(backend: Backend) -> dict[str, Any]:
+        return await backend.deploy(load_definitions(paths))
+
+    outcome = with_backend(url, token, work)
+    for item in outcome["definitions"]:
+        style = "green" if item["status"] == "created" else "dim"
+        out.print(f"[{style}]{item['status']:>9}[/{style}]  {item['name']} v{item['version']}")
+    for warning in outcome.get("warnings", []):
+        out.print(f"[yellow]warning[/yellow] {warning}")
+
+
+@app.command()
+def start(
+    definition: str,
+    field: list[str] = typer.Option(None, "--field", "-f", help="name=value (JSON or text)."),
+    instance_id: str | None = typer.Option(
+        None, "--id", help="Instance id (resumes if it exists)."
+    ),
+    url: str | None = URL,
+    token: str | None = TOKEN,
+) -> None:
+    """Start an instance of a definition."""
+    fields = run_sync_parse(lambda: parse_pairs(field, "--field"))
+    result = with_backend(url, token, lambda b: b.start(definition, fields, instance_id))
+    print_result(out, result, "started")
+
+
+@app.command()
+def fire(
+    instance: str,
+    activity: str,
+    action: str,
+    param: list[str] = typer.Option(None, "--param", "-p", help="name=value (JSON or text)."),
+    key: str | None = typer.Option(None, "--key", help="Idempotency key."),
+    url: str | None = URL,
+    token: str | None = TOKEN,
+) -> None:
+    """Fire a caller-fired action."""
+    params = run_sync_parse(lambda: parse_pairs(param, "--param"))
+    result = with_backend(
+        url, token, lambda b: b.fire(instance, activity, action, params or None, key)
+    )
+    print_result(out, result, "fired")
+
+
+@app.command()
+def edit(
+    instance: str,
+    field: str,
+    value: str = typer.Argument(None, help="JSON or text; omit with --mode unset."),
+    mode: str = typer.Option("set", help="set, append or unset."),
+    url: str | None = URL,
+    token: str | None = TOKEN,
+) -> None:
+    """Edit a field of an instance."""
+    from kinflow.cli.inputs import parse_value
+
+    parsed = parse_value(value) if value is not None else None
+    result = with_backend(url, token, lambda b: b.edit(instance, field, parsed, mode))
+    print_result(out, result, "edited")
+
+
+@app.command()
+def abort(
+    instance: str,
+    reason: str | None = typer.Option(None, "--reason", help="Recorded in history."),
+    url: str | None = URL,
+    token: str | None = TOKEN,
+) -> None:
+    """Abort an instance and every live descendant."""
+    result = with_backend(url, token, lambda b: b.abort(instance, reason))
+    print_result(out, result, "aborted")
+
+
+@app.command()
+def tick(instance: str, url: str | None = URL, token: str | None = TOKEN) -> None:
+    """Re-evaluate an instance's conditions now."""
+    result = with_backend(url, token, lambda b: b.tick(instance))
+    print_result(out, result, "ticked")
+
+
+@app.command()
+def inspect(
+    instance: str,
+    depth: int = typer.Option(6, help="How many levels of children to load."),
+    url: str | None = URL,
+    token: str | None = TOKEN,
+) -> None:
+    """Draw an instance, its activities and cohorts, and their children, as a tree."""
+
+    async def work(backend: Backend) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        root = await backend.instance(instance)
+        children: dict[str, dict[str, Any]] = {}
+        level = [root]
+        for _ in range(depth):
+            ids = [str(r["childId"]) for v in level for r in v.get("subworkflows", [])
+                   if str(r["childId"]) not in children]  # fmt: skip
+            if not ids:
+                break
+            found = await backend.instances(ids)
+            children.update(found)
+            level = list(found.values())
+        return root, children
+
+    root, children = with_backend(url, token, work)
+    out.print(build_tree(root, children))
+
+
+@app.command()
+def groq(
+    query: str,
+    param: list[str] = typer.Option(None, "--param", "-p", help="name=value (JSON or text)."),
+    url: str | None = URL,
+    token: str | None = TOKEN,
+) -> None:
+    """Run a read-only GROQ query and print the result as JSON."""
+    params = run_sync_parse(lambda: parse_pairs(param, "--param"))
+    result = with_backend(url, token, lambda b: b.groq(query, params))
+    out.print_json(json.dumps(result, default=str))
+
+
+def run_sync_parse(parse: Callable[[], T]) -> T:
+    try:
+        return parse()
+    except KinflowError as exc:
+        print_error(err, exc)
+        raise typer.Exit(1) from None
+
+
+def main() -> None:
+    app()
+
+
+def _register_groups() -> None:
+    from kinflow.cli.lake_commands import lake_app
+
+    app.add_typer(lake_app, name="lake")
+
+
+_register_groups()

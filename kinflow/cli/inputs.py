@@ -1,0 +1,83 @@
+"""Reading what users type: ``name=value`` pairs and definition files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kinflow.errors import InvalidInput
+
+DEFINITION_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+def parse_value(text: str) -> Any:
+    """JSON when it parses as JSON (numbers, booleans, objects), else the plain string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_pairs(pairs: list[str] | None, option: str) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for pair in pairs or []:
+        name, sep, raw = pair.partition("=")
+        if not sep or not name:
+            raise InvalidInput(f"{option} expects name=value, got {pair!r}", option=option)
+        values[name] = parse_value(raw)
+    return values
+
+
+def definition_files(paths: list[Path]) -> list[Path]:
+    """The definition files named, with directories expanded (sorted, recursively)."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found.extend(sorted(p for p in path.rglob("*") if p.suffix in DEFINITION_SUFFIXES))
+        elif path.exists():
+            found.append(path)
+        else:
+            raise InvalidInput(f"no such file or directory: {path}", path=str(path))
+    return found
+
+
+def load_definitions(paths: list[Path]) -> list[Any]:
+    """Every definition in the files (a file holds one definition or a list)."""
+    definitions: list[Any] = []
+    for path in definition_files(paths):
+        text = read_text(path)
+        try:
+            data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        except (json.JSONDecodeError, yaml.YAMLError) as exc:
+            raise InvalidInput(f"{path} is not valid {path.suffix[1:].upper()}: {exc}",
+                               path=str(path)) from exc  # fmt: skip
+        definitions.extend(data if isinstance(data, list) else [data])
+    if not definitions:
+        raise InvalidInput("no definitions found", paths=[str(p) for p in paths])
+    return definitions
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror}", path=str(path)) from exc
+
+
+def read_ndjson(path: Path) -> list[dict[str, Any]]:
+    docs = []
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"{path}:{number} is not JSON: {exc.msg}", path=str(path),
+                               line=number) from exc  # fmt: skip
+        if not isinstance(doc, dict):
+            raise InvalidInput(f"{path}:{number} is not an object", path=str(path), line=number)
+        docs.append(doc)
+    return docs

@@ -1,0 +1,105 @@
+"""``kinflow lake``: status, NDJSON export and import of a dataset."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import Progress
+from rich.table import Table
+
+from kinflow.cli.inputs import read_ndjson
+from kinflow.settings import Settings
+from kinflow.storage import Lake, open_lake
+
+lake_app = typer.Typer(no_args_is_help=True, help="Inspect, export and import the lake.")
+
+
+async def _status() -> dict[str, Any]:
+    settings = Settings()
+    connection = await open_lake(settings)
+    try:
+        lake = connection.lake
+        datasets: dict[str, dict[str, int]] = {}
+        for name in sorted(await lake.db.list_collection_names()):
+            pipeline = [{"$group": {"_id": "$_type", "n": {"$sum": 1}}}]
+            cursor = await lake.collection(name).aggregate(pipeline)
+            datasets[name] = {str(row["_id"]): int(row["n"]) async for row in cursor}
+        return {
+            "reachable": await lake.ping(),
+            "embedded": connection.embedded is not None,
+            "uri": connection.uri,
+            "database": lake.database,
+            "datasets": datasets,
+        }
+    finally:
+        await connection.close()
+
+
+@lake_app.command("status")
+def status() -> None:
+    """Where the lake is and what each dataset holds, by document type."""
+    from kinflow.cli.app import out, run
+
+    info = run(_status)
+    kind = "embedded" if info["embedded"] else "external"
+    out.print(f"lake: {kind} at {info['uri']}  database [bold]{info['database']}[/bold]  "
+              f"reachable: {info['reachable']}")  # fmt: skip
+    table = Table("dataset", "type", "documents")
+    for dataset, types in info["datasets"].items():
+        for type_, count in sorted(types.items()):
+            table.add_row(dataset, type_, f"{count:,}")
+    out.print(table)
+
+
+async def _export(dataset: str, path: Path) -> int:
+    connection = await open_lake(Settings())
+    try:
+        lake: Lake = connection.lake
+        total = await lake.count({}, dataset=dataset)
+        written = 0
+        with path.open("w") as handle, Progress(transient=True) as progress:
+            task = progress.add_task(f"exporting {dataset}", total=total)
+            async for doc in lake.collection(dataset).find({}).sort("_id", 1):
+                handle.write(json.dumps(doc, default=str, sort_keys=True) + "\n")
+                written += 1
+                progress.advance(task)
+        return written
+    finally:
+        await connection.close()
+
+
+async def _import(dataset: str, path: Path) -> int:
+    docs = read_ndjson(path)
+    connection = await open_lake(Settings())
+    try:
+        lake = connection.lake
+        await lake.ensure_dataset(dataset)
+        with Progress(transient=True) as progress:
+            task = progress.add_task(f"importing into {dataset}", total=len(docs))
+            for doc in docs:
+                await lake.replace(doc, expected_rev=None, dataset=dataset)
+                progress.advance(task)
+        return len(docs)
+    finally:
+        await connection.close()
+
+
+@lake_app.command("export")
+def export(dataset: str, file: Path) -> None:
+    """Write every document of DATASET to FILE as NDJSON."""
+    from kinflow.cli.app import out, run
+
+    count = run(lambda: _export(dataset, file))
+    out.print(f"exported {count:,} documents from {dataset} to {file}")
+
+
+@lake_app.command("import")
+def import_(dataset: str, file: Path) -> None:
+    """Create or replace every document of the NDJSON FILE in DATASET."""
+    from kinflow.cli.app import out, run
+
+    count = run(lambda: _import(dataset, file))
+    out.print(f"imported {count:,} documents into {dataset}")

@@ -1,0 +1,104 @@
+"""Terminal output for the CLI: instance trees, results and errors, with rich."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.tree import Tree
+
+from kinflow.errors import KinflowError
+
+STATUS_STYLE = {
+    "ACTIVE": "yellow",
+    "COMPLETED": "green",
+    "DONE": "green",
+    "ABORTED": "red",
+    "active": "yellow",
+    "done": "green",
+    "skipped": "dim",
+    "failed": "red",
+}
+
+
+def styled(status: str) -> str:
+    style = STATUS_STYLE.get(status, "white")
+    return f"[{style}]{status}[/{style}]"
+
+
+def counts_line(rows: list[Mapping[str, Any]]) -> str:
+    counts = Counter(str(r["status"]) for r in rows)
+    parts = [f"{counts.get(s, 0)} {s.lower()}" for s in ("ACTIVE", "DONE", "ABORTED")]
+    return f"{len(rows)} children: " + ", ".join(parts)
+
+
+def instance_label(view: Mapping[str, Any]) -> str:
+    return (
+        f"[bold]{view['id']}[/bold]  {view['definition']} v{view['version']}  "
+        f"{styled(view['status'])}  stage [cyan]{view['currentStage']}[/cyan]"
+    )
+
+
+def build_tree(
+    view: Mapping[str, Any],
+    children: Mapping[str, Mapping[str, Any]],
+    tree: Tree | None = None,
+    seen: set[str] | None = None,
+) -> Tree:
+    """A tree of the instance, its activities and cohorts, recursing into children.
+
+    ``children`` maps child id to its view (already loaded, any depth).
+    """
+    seen = seen if seen is not None else set()
+    seen.add(str(view["id"]))
+    node = tree.add(instance_label(view)) if tree is not None else Tree(instance_label(view))
+    for activity in view.get("activities", []):
+        node.add(f"activity {activity['name']}: {styled(activity['status'])}")
+    cohorts: dict[str, list[Mapping[str, Any]]] = {}
+    for row in view.get("subworkflows", []):
+        cohorts.setdefault(str(row["activity"]), []).append(row)
+    for activity, rows in cohorts.items():
+        cohort = node.add(f"cohort [bold]{activity}[/bold]: {counts_line(rows)}")
+        for row in rows:
+            child = children.get(str(row["childId"]))
+            flags = "" if row.get("current", True) else " [dim](detached)[/dim]"
+            if row.get("condemned"):
+                flags += " [red](condemned)[/red]"
+            label = (
+                f"row {row['rowKey']}: {styled(str(row['status']))} "
+                f"stage {row.get('stage') or '-'}{flags}"
+            )
+            if child is not None and str(child["id"]) not in seen:
+                sub = cohort.add(label)
+                build_tree(child, children, sub, seen)
+            else:
+                cohort.add(label + f"  [dim]{row['childId']}[/dim]")
+    return node
+
+
+def print_result(console: Console, result: Mapping[str, Any], verb: str) -> None:
+    view = result["instance"]
+    changed = "changed" if result.get("changed") else "no change"
+    console.print(
+        f"{verb}: {instance_label(view)}  ({changed}, {result.get('cascaded', 0)} stage moves)"
+    )
+
+
+def print_error(console: Console, error: KinflowError) -> None:
+    console.print(f"[red]error[/red] [bold]{error.code}[/bold]: {error.message}")
+    for key, value in error.details.items():
+        if key == "issues" and isinstance(value, list):
+            for issue in value:
+                console.print(f"  - {_issue_line(issue)}")
+        else:
+            console.print(f"  {key}: {value}")
+
+
+def _issue_line(issue: Any) -> str:
+    if isinstance(issue, Mapping):
+        where = " ".join(str(issue[k]) for k in ("definition", "path") if issue.get(k))
+        message = issue.get("message") or issue.get("detail") or issue.get("reason") or issue
+        return f"{where}: {message}" if where else str(message)
+    return str(issue)
