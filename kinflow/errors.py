@@ -72,3 +72,9 @@ class InvalidInput(KinflowError):
     """A value sent by a caller has the wrong shape."""
 
     code = "invalid-input"
+
+
+class ServerUnreachable(KinflowError):
+    """A kinflow server given by URL did not answer."""
+
+    code = "server-unreachable"

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import httpx
 
 from kinflow.engine import Actor, Engine, Instance, OperationResult
-from kinflow.errors import KinflowError, LakeUnavailable
+from kinflow.errors import KinflowError, ServerUnreachable
 from kinflow.settings import Settings
 from kinflow.storage import LakeConnection, open_lake
 
@@ -189,7 +189,7 @@ class RemoteBackend:
                 self.endpoint, json={"query": query, "variables": variables}, headers=headers
             )
         except httpx.HTTPError as exc:
-            raise LakeUnavailable(f"cannot reach {self.endpoint}: {exc}",
+            raise ServerUnreachable(f"cannot reach {self.endpoint}: {exc}",
                                   url=self.endpoint) from exc  # fmt: skip
         try:
             body = response.json()

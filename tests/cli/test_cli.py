@@ -1,0 +1,131 @@
+"""Every CLI command: its normal use and one refusal, run in-process on the test lake."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pymongo import MongoClient
+from typer.testing import CliRunner
+
+from kinflow.cli import app
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+runner = CliRunner()
+
+
+@pytest.fixture
+def cli_env(lake_uri: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
+    database = f"cli_{uuid.uuid4().hex[:10]}"
+    monkeypatch.setenv("KINFLOW_MONGODB_URI", lake_uri)
+    monkeypatch.setenv("KINFLOW_DATABASE", database)
+    monkeypatch.setenv("KINFLOW_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("COLUMNS", "200")
+    yield database
+    client: MongoClient[dict[str, object]] = MongoClient(lake_uri)
+    client.drop_database(database)
+    client.close()
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def refused(args: list[str], code: str) -> str:
+    status, output = invoke(*args)
+    assert status == 1, output
+    assert f"error {code}" in output, output
+    assert "Traceback" not in output
+    return output
+
+
+def instance_id(output: str) -> str:
+    match = re.search(r"instance\.[0-9A-Z]+", output)
+    assert match, output
+    return match.group(0)
+
+
+def test_deploy_prints_created_then_unchanged(cli_env: str) -> None:
+    status, output = invoke("deploy", str(EXAMPLES / "definitions" / "article-review.json"))
+    assert status == 0, output
+    assert "created  translate-article v1" in output and "created  article-review v1" in output
+    status, output = invoke("deploy", str(EXAMPLES / "definitions"))
+    assert status == 0, output
+    assert "unchanged  article-review v1" in output and "created  release v1" in output
+
+
+def test_deploy_refuses_an_invalid_file_with_every_problem(cli_env: str, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"name": "bad", "stages": []}))
+    output = refused(["deploy", str(bad)], "definition-invalid")
+    assert "title" in output and "initialStage" in output
+    garbled = tmp_path / "garbled.yaml"
+    garbled.write_text("name: [unclosed")
+    refused(["deploy", str(garbled)], "invalid-input")
+    refused(["deploy", str(tmp_path / "missing.json")], "invalid-input")
+
+
+def test_start_fire_edit_tick_abort(cli_env: str) -> None:
+    assert (
+        invoke("lake", "import", "production", str(EXAMPLES / "content" / "articles.ndjson"))[0]
+        == 0
+    )
+    assert invoke("deploy", str(EXAMPLES / "definitions" / "article-review.json"))[0] == 0
+    status, output = invoke("start", "article-review", "--field", "subject=article-1")
+    assert status == 0 and "stage drafting" in output, output
+    instance = instance_id(output)
+
+    status, output = invoke("tick", instance)
+    assert status == 0 and "no change" in output, output
+    refused(["fire", instance, "write", "nope"], "contract-violation")
+    refused(["edit", instance, "no-such-field", "1"], "contract-violation")
+    status, output = invoke("abort", instance, "--reason", "testing")
+    assert status == 0 and "ABORTED" in output, output
+    refused(["tick", "instance.missing"], "instance-not-found")
+    refused(["abort", "instance.missing"], "instance-not-found")
+
+
+def test_start_refusals(cli_env: str) -> None:
+    refused(["start", "no-such-definition"], "definition-not-found")
+    refused(["start", "x", "--field", "novalue"], "invalid-input")
+
+
+def test_groq(cli_env: str) -> None:
+    assert (
+        invoke("lake", "import", "production", str(EXAMPLES / "content" / "articles.ndjson"))[0]
+        == 0
+    )
+    status, output = invoke("groq", "*[_type == $t] | order(_id) [0].title", "--param", "t=article")
+    assert status == 0 and "Fan-out workflows in practice" in output, output
+    output = refused(["groq", "*[_type == "], "groq-syntax")
+    assert "position" in output
+
+
+def test_lake_status_export_import(cli_env: str, tmp_path: Path) -> None:
+    status, output = invoke(
+        "lake", "import", "production", str(EXAMPLES / "content" / "articles.ndjson")
+    )
+    assert status == 0 and "imported 5 documents" in output, output
+    status, output = invoke("lake", "status")
+    assert status == 0 and "article" in output and cli_env in output, output
+    target = tmp_path / "out.ndjson"
+    status, output = invoke("lake", "export", "production", str(target))
+    assert status == 0 and "exported 5 documents" in output, output
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    assert sorted(d["_id"] for d in lines)[0] == "article-1"
+    bad = tmp_path / "bad.ndjson"
+    bad.write_text('{"_id": "x", "_type": "t"}\nnot json\n')
+    refused(["lake", "import", "production", str(bad)], "invalid-input")
+
+
+def test_unreachable_server_is_a_typed_refusal(cli_env: str) -> None:
+    refused(["inspect", "instance.x", "--url", "http://127.0.0.1:9"], "server-unreachable")
+    refused(
+        ["deploy", str(EXAMPLES / "definitions"), "--url", "http://127.0.0.1:9"],
+        "server-unreachable",
+    )
