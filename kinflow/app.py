@@ -1,30 +1,48 @@
 """The Starlette application factory.
 
-``create_app`` builds the ASGI app; its lifespan opens the lake (starting the
-embedded daemon when no MongoDB URI is configured) and the change hub, keeps
-them on ``app.state``, and closes both on shutdown. Run it with
-``uvicorn kinflow.app:create_app --factory`` or ``kinflow serve``.
+``create_app`` builds the ASGI app: ``/graphql`` (HTTP and websocket, both
+``graphql-transport-ws`` and ``graphql-ws``; GraphiQL for a browser) and
+``/healthz``. Its lifespan opens the lake (starting the embedded daemon when
+no MongoDB URI is configured), the change hub and the engine, keeps them on
+``app.state``, and on shutdown ends every subscription before closing the
+lake. Run it with ``uvicorn kinflow.app:create_app --factory`` or
+``kinflow serve``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket
+from strawberry.asgi import GraphQL
+from strawberry.exceptions import ConnectionRejectionError
 
 from kinflow import __version__
+from kinflow.auth import TokenTable, Unauthenticated, bearer, load_tokens
+from kinflow.engine import Engine, Limits
+from kinflow.schema import build_schema
+from kinflow.schema.context import Context, Services
+from kinflow.schema.hubs import Hubs
 from kinflow.settings import Settings
-from kinflow.storage import ChangeHub, open_lake
+from kinflow.storage import open_lake
+
+log = logging.getLogger("kinflow.api")
 
 
 async def healthz(request: Request) -> JSONResponse:
     """200 when the lake answers, 503 otherwise."""
     connection = request.app.state.lake_connection
     reachable = await connection.lake.ping()
+    hub = request.app.state.hub
     body = {
         "status": "ok" if reachable else "degraded",
         "version": __version__,
@@ -34,27 +52,123 @@ async def healthz(request: Request) -> JSONResponse:
             "database": connection.lake.database,
             "dataset": connection.lake.default_dataset,
         },
-        "hub": {"running": request.app.state.hub.running},
+        "hub": {"running": bool(hub is not None and hub.running)},
     }
     return JSONResponse(body, status_code=200 if reachable else 503)
 
 
+def _unauthenticated(message: str) -> JSONResponse:
+    body = {"data": None, "errors": [{"message": message,
+                                      "extensions": {"code": "unauthenticated", "details": {}}}]}
+    return JSONResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+
+
+def _ide_request(scope: Scope) -> bool:
+    """A browser asking for the GraphiQL page itself (no data; needs no token)."""
+    if scope.get("method") != "GET":
+        return False
+    headers = dict(scope.get("headers") or [])
+    accept = headers.get(b"accept", b"").decode("latin-1")
+    query = scope.get("query_string", b"")
+    return "text/html" in accept and b"query=" not in query
+
+
+class GraphQLApp(GraphQL[Context, None]):
+    """Strawberry's ASGI view with kinflow's context and token checks."""
+
+    def __init__(self, services: Services | None, settings: Settings) -> None:
+        super().__init__(
+            build_schema(settings),
+            graphql_ide="graphiql" if settings.graphiql else None,
+            subscription_protocols=("graphql-transport-ws", "graphql-ws"),
+            connection_init_wait_timeout=timedelta(seconds=30),
+            max_subscriptions_per_connection=settings.max_subscriptions_per_connection,
+            allowed_origins=settings.allowed_origins,
+        )
+        self.services = services
+
+    def _services(self) -> Services:
+        if self.services is None:
+            raise RuntimeError("the app's lifespan has not started")
+        return self.services
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not _ide_request(scope):
+            tokens = self._services().tokens
+            if tokens.enabled:
+                headers = dict(scope.get("headers") or [])
+                token = bearer(headers.get(b"authorization", b"").decode("latin-1"))
+                try:
+                    tokens.lookup(token)
+                except Unauthenticated as refusal:
+                    await _unauthenticated(refusal.message)(scope, receive, send)
+                    return
+        await super().__call__(scope, receive, send)
+
+    async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
+        services = self._services()
+        context = Context(services=services, request=request, response=response,
+                          websocket=isinstance(request, WebSocket))  # fmt: skip
+        if not context.websocket:
+            token = bearer(request.headers.get("authorization"))
+            context.actor = services.tokens.lookup(token)
+        return context
+
+    async def on_ws_connect(self, context: Context) -> Any:
+        """Authenticate the websocket from ``connection_init`` (or its handshake header)."""
+        tokens = self._services().tokens
+        params = context.connection_params or {}
+        raw = params.get("authorization") or params.get("Authorization") or params.get("token")
+        token = bearer(raw) if isinstance(raw, str) else None
+        if token is None and context.request is not None:
+            token = bearer(context.request.headers.get("authorization"))
+        try:
+            context.actor = tokens.lookup(token)
+        except Unauthenticated as refusal:
+            raise ConnectionRejectionError(
+                {"message": refusal.message, "extensions": {"code": refusal.code}}
+            ) from refusal
+        return None
+
+
+def _limits(settings: Settings) -> Limits:
+    return Limits(spawn_depth=settings.max_spawn_depth, fan_out=settings.max_fan_out)
+
+
 def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings()
+    tokens: TokenTable = load_tokens(settings)  # a bad token config fails at start-up
+    graphql = GraphQLApp(None, settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         connection = await open_lake(settings)
-        hub = ChangeHub(connection.lake, queue_size=settings.hub_queue_size)
+        hubs = Hubs(connection.lake, queue_size=settings.hub_queue_size)
         try:
-            await hub.start()
+            engine = Engine(connection.lake, limits=_limits(settings))
+            await engine.ensure_ready()
+            hub = await hubs.get()
+            graphql.services = Services(settings=settings, lake=connection.lake, engine=engine,
+                                        hubs=hubs, tokens=tokens)  # fmt: skip
             app.state.settings = settings
             app.state.lake_connection = connection
             app.state.lake = connection.lake
             app.state.hub = hub
+            app.state.hubs = hubs
+            app.state.engine = engine
+            app.state.services = graphql.services
+            if not tokens.enabled:
+                log.warning("no API tokens configured: the API is open to every local caller")
             yield
         finally:
-            await hub.stop()
+            await hubs.stop()  # ends every subscription: clients get `complete`
             await connection.close()
 
-    return Starlette(routes=[Route("/healthz", healthz)], lifespan=lifespan)
+    return Starlette(
+        routes=[
+            Route("/healthz", healthz),
+            Route("/graphql", graphql, methods=["GET", "POST"]),
+            WebSocketRoute("/graphql", graphql),
+        ],
+        lifespan=lifespan,
+    )

@@ -50,3 +50,33 @@ class Settings(BaseSettings):
     )
     max_spawn_depth: int = Field(default=6, description="Deepest allowed chain of spawns.")
     max_fan_out: int = Field(default=10_000, description="Rows one spawn may produce.")
+
+    # -- the GraphQL API ---------------------------------------------------
+    api_tokens: str | None = Field(
+        default=None,
+        description=(
+            "API tokens: 'token=actor-id:role[|role],...' or a JSON object "
+            '{"token": {"id": ..., "roles": [...]}}. Unset with no tokens file: open, '
+            "loopback only."
+        ),
+    )
+    api_tokens_file: Path | None = Field(
+        default=None, description="A JSON file of token -> {id, roles} (added to api_tokens)."
+    )
+    graphiql: bool = Field(default=True, description="Serve GraphiQL at /graphql in a browser.")
+    allowed_origins: list[str] = Field(
+        default_factory=list, description="Extra browser origins allowed to open websockets."
+    )
+    max_query_depth: int = Field(default=12, description="Deepest selection an operation may nest.")
+    max_query_tokens: int = Field(default=4000, description="Most tokens one document may have.")
+    max_query_aliases: int = Field(default=30, description="Most aliases one document may use.")
+    max_page_size: int = Field(default=1000, description="Largest `first` a connection accepts.")
+    max_subscriptions_per_connection: int = Field(
+        default=100, description="Operations one websocket may run at once."
+    )
+    subscription_queue_size: int = Field(
+        default=1000, description="Events a GraphQL subscriber may lag before it must resubscribe."
+    )
+    subscription_snapshot_limit: int = Field(
+        default=1000, description="Most instances the first event of instancesChanged lists."
+    )

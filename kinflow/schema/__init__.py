@@ -1,0 +1,53 @@
+"""The GraphQL API (GRAPHQL.md): schema, resolvers, errors, limits, subscriptions.
+
+``build_schema(settings)`` assembles the Strawberry schema with the safety
+limits and error shaping configured; ``sdl()`` is the exported contract that
+``schema.graphql`` at the repository root must equal.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import strawberry
+from graphql import GraphQLError
+from strawberry.schema.config import StrawberryConfig
+
+from kinflow.schema.errors import ErrorShaping
+from kinflow.schema.limits import limit_extensions
+from kinflow.schema.mutations import Mutation
+from kinflow.schema.queries import Query
+from kinflow.schema.scalars import SCALAR_MAP
+from kinflow.schema.subscriptions import Subscription
+from kinflow.settings import Settings
+
+log = logging.getLogger("kinflow.api")
+
+
+class KinflowSchema(strawberry.Schema):
+    """Strawberry's schema, minus its per-error traceback logging.
+
+    ``ErrorShaping`` logs the unexpected errors (with their error id); refusals
+    are answers, not incidents, and are logged at debug level only.
+    """
+
+    def process_errors(self, errors: list[GraphQLError], execution_context: Any = None) -> None:
+        for error in errors:
+            log.debug("graphql error: %s", error.message)
+
+
+def build_schema(settings: Settings | None = None) -> KinflowSchema:
+    settings = settings or Settings()
+    return KinflowSchema(
+        query=Query,
+        mutation=Mutation,
+        subscription=Subscription,
+        extensions=[*limit_extensions(settings), ErrorShaping],
+        config=StrawberryConfig(scalar_map=SCALAR_MAP),
+    )
+
+
+def sdl() -> str:
+    """The schema's SDL as exported to ``schema.graphql``."""
+    return build_schema().as_str() + "\n"

@@ -1,0 +1,80 @@
+"""What every resolver can reach: the engine, the lake, the hubs, the caller."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+from starlette.websockets import WebSocket
+from strawberry.types import Info
+
+from kinflow.auth import OPEN_ACTOR, TokenTable, require
+from kinflow.engine import Actor, Engine
+from kinflow.schema.hubs import Hubs
+from kinflow.schema.loaders import Loaders
+from kinflow.settings import Settings
+from kinflow.storage import Lake
+
+
+@dataclass
+class Services:
+    """Long-lived objects the app's lifespan builds once per process."""
+
+    settings: Settings
+    lake: Lake
+    engine: Engine
+    hubs: Hubs
+    tokens: TokenTable
+    engines: dict[str, Engine] = field(default_factory=dict)
+
+    def engine_for(self, dataset: str | None) -> Engine:
+        """The engine over ``dataset`` (the default one unless named)."""
+        if dataset is None or dataset == self.engine.dataset:
+            return self.engine
+        if dataset not in self.engines:
+            self.engines[dataset] = Engine(self.lake, dataset=dataset, limits=self.engine.limits)
+        return self.engines[dataset]
+
+
+@dataclass
+class Context:
+    """Per request (HTTP) or per connection (websocket)."""
+
+    services: Services
+    request: Request | WebSocket | None = None
+    response: Any = None
+    actor: Actor = OPEN_ACTOR
+    connection_params: dict[str, Any] | None = None
+    websocket: bool = False
+    _loaders: Loaders | None = None
+
+    @property
+    def engine(self) -> Engine:
+        return self.services.engine
+
+    @property
+    def lake(self) -> Lake:
+        return self.services.lake
+
+    @property
+    def settings(self) -> Settings:
+        return self.services.settings
+
+    @property
+    def dataset(self) -> str:
+        return self.services.engine.dataset
+
+    @property
+    def loaders(self) -> Loaders:
+        """Caching loaders for HTTP; batching-only loaders for a websocket connection."""
+        if self._loaders is None:
+            self._loaders = Loaders(self.lake, self.dataset, cache=not self.websocket)
+        return self._loaders
+
+    def require(self, role: str, operation: str) -> Actor:
+        require(self.actor, role, operation)
+        return self.actor
+
+
+KInfo = Info[Context, None]

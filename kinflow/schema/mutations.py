@@ -1,0 +1,247 @@
+"""The ``Mutation`` root: every engine verb, plus content-document writes.
+
+Each resolver checks the caller's role, calls one engine verb as that actor
+and returns the verb's result; refusals propagate as ``KinflowError`` and are
+shaped into GraphQL errors by ``kinflow.schema.errors``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+import strawberry
+
+from kinflow.engine import OperationResult as EngineResult
+from kinflow.errors import InvalidInput
+from kinflow.schema.context import KInfo
+from kinflow.schema.errors import ReservedType
+from kinflow.schema.scalars import JSON, jsonable
+from kinflow.schema.types import (
+    DeployedDefinition,
+    DeployResult,
+    EditMode,
+    EffectOutcome,
+    OperationResult,
+    WorkflowInstance,
+)
+from kinflow.storage.gdr import check_document_id, format_gdr
+
+log = logging.getLogger("kinflow.api")
+RESERVED_PREFIX = "kinflow."
+
+
+def _object(value: Any, name: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{name} must be an object", argument=name)
+    return value
+
+
+def _result(result: EngineResult) -> OperationResult:
+    return OperationResult(
+        instance=WorkflowInstance(doc=result.instance.to_json()),
+        changed=result.changed,
+        cascaded=result.cascaded,
+        next_evaluation_at=result.next_evaluation_at,
+    )
+
+
+def _check_content_type(doc_type: Any) -> None:
+    if isinstance(doc_type, str) and doc_type.startswith(RESERVED_PREFIX):
+        raise ReservedType(
+            f"documents of type {doc_type!r} belong to the engine; use its verbs",
+            type=doc_type,
+        )
+
+
+@strawberry.type
+class Mutation:
+    @strawberry.mutation
+    async def deploy_definitions(self, info: KInfo, definitions: list[JSON]) -> DeployResult:
+        actor = info.context.require("admin", "deployDefinitions")
+        outcome = await info.context.engine.deploy(list(definitions), actor=actor)
+        return DeployResult(
+            definitions=[DeployedDefinition(name=d.name, version=d.version, status=d.status)
+                         for d in outcome.definitions],
+            warnings=list(outcome.warnings),
+        )  # fmt: skip
+
+    @strawberry.mutation
+    async def start_instance(
+        self,
+        info: KInfo,
+        definition: str,
+        version: int | None = None,
+        fields: JSON | None = None,
+        instance_id: strawberry.ID | None = None,
+    ) -> OperationResult:
+        actor = info.context.require("operator", "startInstance")
+        result = await info.context.engine.start_instance(
+            definition, version=version, fields=_object(fields, "fields"),
+            instance_id=check_document_id(instance_id) if instance_id else None, actor=actor,
+        )  # fmt: skip
+        return _result(result)
+
+    @strawberry.mutation
+    async def fire_action(
+        self,
+        info: KInfo,
+        instance_id: strawberry.ID,
+        activity: str,
+        action: str,
+        params: JSON | None = None,
+        idempotency_key: str | None = None,
+    ) -> OperationResult:
+        actor = info.context.require("operator", "fireAction")
+        return _result(await info.context.engine.fire_action(
+            instance_id, activity, action, params=_object(params, "params"),
+            idempotency_key=idempotency_key, actor=actor,
+        ))  # fmt: skip
+
+    @strawberry.mutation
+    async def edit_field(
+        self,
+        info: KInfo,
+        instance_id: strawberry.ID,
+        field: str,
+        value: JSON | None = None,
+        mode: EditMode | None = EditMode.SET,
+        scope: str | None = None,
+        activity: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> OperationResult:
+        actor = info.context.require("operator", "editField")
+        return _result(await info.context.engine.edit_field(
+            instance_id, field, value, mode=(mode or EditMode.SET).value, scope=scope,
+            activity=activity, idempotency_key=idempotency_key, actor=actor,
+        ))  # fmt: skip
+
+    @strawberry.mutation
+    async def complete_effect(
+        self,
+        info: KInfo,
+        instance_id: strawberry.ID,
+        effect_key: str,
+        status: EffectOutcome,
+        outputs: JSON | None = None,
+        error: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> OperationResult:
+        actor = info.context.require("operator", "completeEffect")
+        return _result(await info.context.engine.complete_effect(
+            instance_id, effect_key, status.value, outputs=_object(outputs, "outputs"),
+            error=error, idempotency_key=idempotency_key, actor=actor,
+        ))  # fmt: skip
+
+    @strawberry.mutation
+    async def abort_instance(
+        self,
+        info: KInfo,
+        instance_id: strawberry.ID,
+        reason: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> OperationResult:
+        actor = info.context.require("operator", "abortInstance")
+        return _result(await info.context.engine.abort_instance(
+            instance_id, reason=reason, idempotency_key=idempotency_key, actor=actor,
+        ))  # fmt: skip
+
+    @strawberry.mutation
+    async def tick(self, info: KInfo, instance_id: strawberry.ID) -> OperationResult:
+        actor = info.context.require("operator", "tick")
+        return _result(await info.context.engine.tick(instance_id, actor=actor))
+
+    @strawberry.mutation
+    async def set_stage(
+        self,
+        info: KInfo,
+        instance_id: strawberry.ID,
+        stage: str,
+        reason: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> OperationResult:
+        actor = info.context.require("admin", "setStage")
+        return _result(await info.context.engine.set_stage(
+            instance_id, stage, reason=reason, idempotency_key=idempotency_key, actor=actor,
+        ))  # fmt: skip
+
+    @strawberry.mutation
+    async def reset_activity(
+        self,
+        info: KInfo,
+        instance_id: strawberry.ID,
+        activity: str,
+        to: str | None = "active",
+        idempotency_key: str | None = None,
+    ) -> OperationResult:
+        actor = info.context.require("admin", "resetActivity")
+        return _result(await info.context.engine.reset_activity(
+            instance_id, activity, to=to or "active", idempotency_key=idempotency_key,
+            actor=actor,
+        ))  # fmt: skip
+
+    @strawberry.mutation(
+        description=(
+            "Create or replace a content document (an article, a product). "
+            "Engine-owned types (kinflow.*) are refused."
+        )
+    )
+    async def put_document(
+        self, info: KInfo, document: JSON, dataset: str | None = None
+    ) -> JSON:
+        actor = info.context.require("operator", "putDocument")
+        body = _object(document, "document")
+        if body is None:
+            raise InvalidInput("document must be an object", argument="document")
+        body = dict(body)
+        body.setdefault("_id", uuid.uuid4().hex)
+        check_document_id(body["_id"])
+        _check_content_type(body.get("_type"))
+        lake = info.context.lake
+        target = dataset or info.context.dataset
+        expected = body.get("_rev")
+
+        async def write(session: Any) -> dict[str, Any]:
+            current = await lake.get(body["_id"], dataset=target, session=session)
+            if current is not None:
+                _check_content_type(current.get("_type"))
+            return await lake.replace(body, expected_rev=expected if isinstance(expected, str)
+                                      else None, dataset=target, session=session)  # fmt: skip
+
+        await lake.ensure_dataset(target)
+        stored = await lake.transaction(write, verb="putDocument")
+        await _react(info, target, stored["_id"], actor)
+        return jsonable(stored)
+
+    @strawberry.mutation
+    async def delete_document(
+        self, info: KInfo, id: strawberry.ID, dataset: str | None = None
+    ) -> bool:
+        actor = info.context.require("operator", "deleteDocument")
+        lake = info.context.lake
+        target = dataset or info.context.dataset
+        doc_id = check_document_id(id)
+
+        async def delete(session: Any) -> bool:
+            current = await lake.get(doc_id, dataset=target, session=session)
+            if current is None:
+                return False
+            _check_content_type(current.get("_type"))
+            return await lake.delete(doc_id, dataset=target, session=session)
+
+        deleted = await lake.transaction(delete, verb="deleteDocument")
+        if deleted:
+            await _react(info, target, doc_id, actor)
+        return deleted
+
+
+async def _react(info: KInfo, dataset: str, doc_id: str, actor: Any) -> None:
+    """Let instances that read this document re-evaluate now (best effort)."""
+    engine = info.context.engine
+    try:
+        await engine.react_to_document_change(format_gdr(dataset, doc_id), actor=actor)
+    except Exception:  # the write succeeded; the heartbeat will catch up
+        log.warning("re-evaluating instances that read %s failed", doc_id, exc_info=True)

@@ -1,0 +1,159 @@
+"""The ``Query`` root: definitions, instances, cohorts and read-only GROQ."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import strawberry
+
+from kinflow.engine.deploy import DEFINITION_TYPE
+from kinflow.engine.errors import DefinitionNotFound, InstanceNotFound
+from kinflow.engine.state import INSTANCE_TYPE
+from kinflow.errors import InvalidInput
+from kinflow.schema.context import KInfo
+from kinflow.schema.rows import registry_rows, select
+from kinflow.schema.scalars import JSON, jsonable
+from kinflow.schema.types import (
+    Cohort,
+    InstanceConnection,
+    InstanceFilter,
+    InstanceStatus,
+    PageInfo,
+    WorkflowDefinition,
+    WorkflowInstance,
+    decode_cursor,
+    encode_cursor,
+)
+from kinflow.storage.gdr import check_document_id, format_gdr
+
+
+async def instance_filter(info: KInfo, where: InstanceFilter | None) -> dict[str, Any] | None:
+    """The lake filter for ``where``; ``None`` when it can match nothing (unknown parent)."""
+    query: dict[str, Any] = {"_type": INSTANCE_TYPE}
+    if where is None:
+        return query
+    if where.definition is not None:
+        query["definition"] = where.definition
+    if where.stage is not None:
+        query["currentStage"] = where.stage
+    if where.status is InstanceStatus.ACTIVE:
+        query["completedAt"] = None
+    elif where.status is InstanceStatus.COMPLETED:
+        query["completedAt"] = {"$ne": None}
+        query["abortedAt"] = None
+    elif where.status is InstanceStatus.ABORTED:
+        query["abortedAt"] = {"$ne": None}
+    dataset = info.context.dataset
+    if where.root_id is not None:
+        query["ancestors.id"] = format_gdr(dataset, check_document_id(where.root_id))
+    if where.parent_id is not None:
+        parent = await info.context.loaders.instance(check_document_id(where.parent_id))
+        if parent is None:
+            return None
+        gdr = format_gdr(dataset, parent["_id"])
+        depth = len(parent.get("ancestors") or [])
+        if where.root_id is not None:
+            query["$and"] = [{"ancestors.id": gdr}]
+        else:
+            query["ancestors.id"] = gdr
+        query["ancestors"] = {"$size": depth + 1}
+    return query
+
+
+@strawberry.type
+class Query:
+    @strawberry.field
+    async def definitions(
+        self, info: KInfo, name: str | None = None, all_versions: bool | None = False
+    ) -> list[WorkflowDefinition]:
+        query: dict[str, Any] = {"_type": DEFINITION_TYPE}
+        if name is not None:
+            query["name"] = name
+        docs = await info.context.lake.find(query, dataset=info.context.dataset,
+                                            sort=[("name", 1), ("version", -1)])  # fmt: skip
+        seen: set[str] = set()
+        out = []
+        for doc in docs:
+            if not all_versions and doc.get("name") in seen:
+                continue
+            seen.add(str(doc.get("name")))
+            out.append(WorkflowDefinition(doc=doc))
+        return out
+
+    @strawberry.field
+    async def definition(
+        self, info: KInfo, name: str, version: int | None = None
+    ) -> WorkflowDefinition | None:
+        try:
+            return WorkflowDefinition(doc=await info.context.engine.get_definition(name, version))
+        except DefinitionNotFound:
+            return None
+
+    @strawberry.field
+    async def instance(self, info: KInfo, id: strawberry.ID) -> WorkflowInstance | None:
+        doc = await info.context.loaders.instance(check_document_id(id))
+        return WorkflowInstance(doc=doc) if doc is not None else None
+
+    @strawberry.field
+    async def instances(
+        self,
+        info: KInfo,
+        where: InstanceFilter | None = None,
+        first: int | None = 50,
+        after: str | None = None,
+    ) -> InstanceConnection:
+        limit = 50 if first is None else first
+        ceiling = info.context.settings.max_page_size
+        if limit < 0 or limit > ceiling:
+            raise InvalidInput(f"first must be between 0 and {ceiling}", first=limit,
+                               max=ceiling)  # fmt: skip
+        query = await instance_filter(info, where)
+        if query is None:
+            return InstanceConnection(nodes=[], page_info=PageInfo(has_next_page=False,
+                                      end_cursor=None), total_count=0)  # fmt: skip
+        lake, dataset = info.context.lake, info.context.dataset
+        total = await lake.count(query, dataset=dataset)
+        page_query = dict(query)
+        if after is not None:
+            cursor = decode_cursor(after)
+            if cursor is None:
+                raise InvalidInput("after is not a cursor this API issued", after=after)
+            page_query["_id"] = {"$gt": cursor}
+        docs = await lake.find(page_query, dataset=dataset, sort=[("_id", 1)],
+                               limit=limit + 1) if limit else []  # fmt: skip
+        page = docs[:limit]
+        for doc in page:  # later fields of these nodes reuse what was just read
+            info.context.loaders.documents.prime(doc["_id"], doc)
+        return InstanceConnection(
+            nodes=[WorkflowInstance(doc=d) for d in page],
+            page_info=PageInfo(has_next_page=len(docs) > limit,
+                               end_cursor=encode_cursor(page[-1]["_id"]) if page else None),
+            total_count=total,
+        )  # fmt: skip
+
+    @strawberry.field(description="The cohort an activity's spawn produced, as seen by the parent.")
+    async def cohort(
+        self,
+        info: KInfo,
+        parent_id: strawberry.ID,
+        activity: str,
+        action: str | None = None,
+        current_only: bool | None = True,
+    ) -> Cohort:
+        parent = await info.context.loaders.instance(check_document_id(parent_id))
+        if parent is None:
+            raise InstanceNotFound(f"no instance {parent_id!r}", instanceId=parent_id)
+        rows = select(registry_rows(parent), activity=activity, action=action,
+                      current_only=current_only)  # fmt: skip
+        return Cohort.of(parent["_id"], activity, rows)
+
+    @strawberry.field(
+        description="Read-only GROQ over a dataset. Parameters are bound, never spliced."
+    )
+    async def groq(
+        self, info: KInfo, query: str, params: JSON | None = None, dataset: str | None = None
+    ) -> JSON | None:
+        if params is not None and not isinstance(params, dict):
+            raise InvalidInput("params must be an object of parameter -> value")
+        engine = info.context.services.engine_for(dataset)
+        return jsonable(await engine.query(query, dict(params or {})))

@@ -1,0 +1,114 @@
+"""Registry rows and cohorts as the parent sees them (pure; no I/O).
+
+A parent knows its children through the registry rows stored on it
+(engine-model §3.5). ``registry_rows`` pairs each stored row with the object
+``$subworkflows`` binds for it (the engine's own ``subworkflow_rows``), so the
+API and the conditions can never disagree. ``overlay`` refreshes a row with a
+child document newer than the parent's last stamp (used by subscriptions,
+which see the child's commit before propagation stamps the parent).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kinflow.engine.conditions import subworkflow_rows
+from kinflow.engine.state import parse_instance
+
+Doc = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One registry row: the ``$subworkflows`` object plus the registry's bookkeeping."""
+
+    parent_id: str
+    row_key: str
+    activity: str
+    action: str
+    definition: str
+    current: bool
+    status: str  # active | done | aborted
+    stage: str | None
+    spawned_at: str
+    condemned: bool
+    abort_reason: str | None
+    resolved_at: str | None
+    child_id: str
+    resolved: bool
+
+
+def registry_rows(parent: Doc) -> list[Row]:
+    """Every row of ``parent``'s registry, in stored order."""
+    instance = parse_instance(parent)
+    seen = subworkflow_rows(instance, instance.open_entry())
+    rows = []
+    for entry, view in zip(instance.subworkflows, seen, strict=True):
+        rows.append(Row(
+            parent_id=instance.id_,
+            row_key=view["rowKey"],
+            activity=view["activity"],
+            action=view["action"],
+            definition=view["definition"],
+            current=bool(view["current"]),
+            status=view["status"],
+            stage=view["stage"],
+            spawned_at=view["spawnedAt"],
+            condemned=entry.abortPending is not None and entry.resolved is None,
+            abort_reason=entry.abortPending.reason if entry.abortPending else None,
+            resolved_at=entry.resolved.at if entry.resolved else None,
+            child_id=view["_id"],
+            resolved=entry.resolved is not None,
+        ))  # fmt: skip
+    return rows
+
+
+def child_status(child: Doc) -> str:
+    if child.get("abortedAt"):
+        return "aborted"
+    if child.get("completedAt"):
+        return "done"
+    return "active"
+
+
+def overlay(row: Row, child: Doc | None) -> Row:
+    """``row`` with the live status and stage of ``child`` (a resolved row is final)."""
+    if row.resolved or child is None:
+        return row
+    return replace(row, status=child_status(child), stage=child.get("currentStage"))
+
+
+def select(
+    rows: list[Row],
+    *,
+    activity: str | None = None,
+    action: str | None = None,
+    current_only: bool | None = None,
+    status: str | None = None,
+) -> list[Row]:
+    return [
+        r for r in rows
+        if (activity is None or r.activity == activity)
+        and (action is None or r.action == action)
+        and (not current_only or r.current)
+        and (status is None or r.status == status)
+    ]  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class CohortCounts:
+    total: int
+    active: int
+    done: int
+    aborted: int
+
+    @property
+    def settled(self) -> bool:
+        return self.total > 0 and self.active == 0
+
+
+def count(rows: list[Row]) -> CohortCounts:
+    statuses = [r.status for r in rows]
+    return CohortCounts(len(rows), statuses.count("active"), statuses.count("done"),
+                        statuses.count("aborted"))  # fmt: skip

@@ -1,0 +1,66 @@
+"""The two custom scalars of the contract, and JSON-safety for lake values.
+
+``JSON`` is Strawberry's own arbitrary-JSON scalar. ``DateTime`` is an
+ISO-8601 UTC string: the engine already stores timestamps that way, so the
+scalar passes strings through and only formats real ``datetime`` values.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, NewType
+
+import strawberry
+from strawberry.scalars import JSON
+
+__all__ = ["JSON", "SCALAR_MAP", "DateTime", "jsonable"]
+
+
+def _serialize_datetime(value: Any) -> str:
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
+        moment = moment.astimezone(UTC)
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return str(value)
+
+
+def _parse_datetime(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("DateTime must be an ISO-8601 string")
+    datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return value
+
+
+if TYPE_CHECKING:
+    DateTime = str
+else:
+    DateTime = NewType("DateTime", str)
+
+DATETIME_SCALAR = strawberry.scalar(
+    name="DateTime",
+    description="An ISO-8601 timestamp in UTC, e.g. 2026-01-01T12:00:00.000Z.",
+    serialize=_serialize_datetime,
+    parse_value=_parse_datetime,
+)
+SCALAR_MAP = {DateTime: DATETIME_SCALAR}
+
+
+def jsonable(value: Any) -> Any:
+    """A deep copy of a lake value that any JSON encoder accepts.
+
+    Lake documents may hold BSON types (datetimes, ObjectIds, binary); the
+    JSON scalar passes values through untouched, so they are converted here.
+    """
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return _serialize_datetime(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    return str(value)

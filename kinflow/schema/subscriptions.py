@@ -1,0 +1,306 @@
+"""The ``Subscription`` root, fed by the change hub.
+
+Every subscription registers with the hub before it reads its snapshot (the
+hub fences the two so no change is lost or repeated), yields the current
+state first, then one event per committed change that matters to it. A
+subscriber that lags past its queue bound gets a ``subscription-lagged``
+error and the stream ends: the client resubscribes and starts from a fresh
+snapshot. Leaving the generator (client ``complete``, socket closed, server
+shutdown) always unregisters from the hub.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import strawberry
+
+from kinflow.engine.errors import InstanceNotFound
+from kinflow.engine.state import INSTANCE_TYPE
+from kinflow.schema.context import KInfo
+from kinflow.schema.errors import SubscriptionLagged
+from kinflow.schema.family import Family
+from kinflow.schema.hubs import family_topic, parent_topic
+from kinflow.schema.loaders import Doc
+from kinflow.schema.queries import instance_filter
+from kinflow.schema.rows import Row, select
+from kinflow.schema.scalars import JSON, DateTime, jsonable
+from kinflow.schema.types import (
+    ChildEvent,
+    Cohort,
+    InstanceEvent,
+    InstanceFilter,
+    InstanceStatus,
+    Subworkflow,
+    WorkflowInstance,
+    instance_status,
+)
+from kinflow.storage import ChangeEvent, doc_topic
+from kinflow.storage.gdr import check_document_id, format_gdr
+
+Loader = Callable[[Any], Awaitable[Sequence[Doc]]]
+
+
+@asynccontextmanager
+async def _subscribed(
+    info: KInfo, topic: str, snapshot: Loader, dataset: str | None = None
+) -> AsyncIterator[AsyncIterator[ChangeEvent]]:
+    """A hub subscription that raises ``SubscriptionLagged`` instead of yielding resync."""
+    hub = await info.context.services.hubs.get(dataset)
+    sub = await hub.subscribe(topic, snapshot,
+                              queue_size=info.context.settings.subscription_queue_size)  # fmt: skip
+
+    async def events() -> AsyncIterator[ChangeEvent]:
+        async for event in sub:
+            if event.kind == "resync":
+                raise SubscriptionLagged(
+                    "this subscription fell too far behind and was ended; resubscribe to get "
+                    "a fresh snapshot", resubscribe=True, topic=topic,
+                )  # fmt: skip
+            yield event
+
+    try:
+        yield events()
+    finally:
+        sub.close()
+
+
+def _at(doc: Doc) -> DateTime:
+    return DateTime(str(doc.get("_updatedAt") or doc.get("lastChangedAt") or ""))
+
+
+def _kind(before: InstanceStatus | None, after: InstanceStatus) -> str:
+    if after is not before and after is not InstanceStatus.ACTIVE:
+        return after.value
+    return "changed"
+
+
+def _row_kind(row: Row, before: tuple[str, str | None] | None) -> str:
+    if before is None:
+        return "spawned"
+    if row.status != before[0] and row.status != "active":
+        return "completed" if row.status == "done" else "aborted"
+    return "changed"
+
+
+def _child_event(kind: str, row: Row, at: str) -> ChildEvent:
+    return ChildEvent(kind=kind, parent_id=strawberry.ID(row.parent_id), row=Subworkflow(row=row),
+                      at=DateTime(at))  # fmt: skip
+
+
+def _family_loader(info: KInfo, parent_id: str) -> Loader:
+    lake, dataset = info.context.lake, info.context.dataset
+    gdr = format_gdr(dataset, parent_id)
+
+    async def load(session: Any) -> list[Doc]:
+        parent = await lake.find({"_id": parent_id}, dataset=dataset, session=session)
+        children = await lake.find({"_type": INSTANCE_TYPE, "ancestors.id": gdr},
+                                   dataset=dataset, session=session)  # fmt: skip
+        return parent + children
+
+    return load
+
+
+@asynccontextmanager
+async def _family(info: KInfo, parent_id: str) -> AsyncIterator[tuple[Family, AsyncIterator[
+        set[str] | None]]]:
+    """The family of ``parent_id``; iterate for the child ids each change touched.
+
+    The first item is ``None`` (the snapshot was loaded); the stream ends when
+    the parent is deleted.
+    """
+    family = Family(check_document_id(parent_id))
+    async with _subscribed(info, family_topic(family.parent_id),
+                           _family_loader(info, family.parent_id)) as events:  # fmt: skip
+
+        async def touched() -> AsyncIterator[set[str] | None]:
+            async for event in events:
+                if event.kind == "snapshot":
+                    family.load(event.documents)
+                    if family.parent is None or family.parent.get("_type") != INSTANCE_TYPE:
+                        raise InstanceNotFound(f"no instance {parent_id!r}", instanceId=parent_id)
+                    yield None
+                    continue
+                ids = family.apply(event.kind, event.document_id, event.document)
+                if family.parent is None:
+                    return
+                yield ids
+
+        yield family, touched()
+
+
+def _instance_matcher(where: InstanceFilter | None, dataset: str) -> Callable[[Doc], bool]:
+    parent_gdr = format_gdr(dataset, where.parent_id) if where and where.parent_id else None
+    root_gdr = format_gdr(dataset, where.root_id) if where and where.root_id else None
+
+    def matches(doc: Doc) -> bool:
+        if doc.get("_type") != INSTANCE_TYPE:
+            return False
+        if where is None:
+            return True
+        ancestors = [a.get("id") for a in doc.get("ancestors") or []]
+        return (
+            (where.definition is None or doc.get("definition") == where.definition)
+            and (where.stage is None or doc.get("currentStage") == where.stage)
+            and (where.status is None or instance_status(doc) is where.status)
+            and (root_gdr is None or root_gdr in ancestors)
+            and (parent_gdr is None or (bool(ancestors) and ancestors[-1] == parent_gdr))
+        )
+
+    return matches
+
+
+@strawberry.type
+class Subscription:
+    @strawberry.subscription
+    async def instance_changed(
+        self, info: KInfo, id: strawberry.ID
+    ) -> AsyncGenerator[InstanceEvent, None]:
+        instance_id = check_document_id(id)
+        lake, dataset = info.context.lake, info.context.dataset
+
+        async def load(session: Any) -> list[Doc]:
+            return await lake.find({"_id": instance_id}, dataset=dataset, session=session)
+
+        status: InstanceStatus | None = None
+        async with _subscribed(info, doc_topic(instance_id), load) as events:
+            async for event in events:
+                if event.kind == "delete":
+                    return
+                doc = dict(event.document) if event.document is not None else None
+                if event.kind == "snapshot" and (doc is None or doc.get("_type") != INSTANCE_TYPE):
+                    raise InstanceNotFound(f"no instance {id!r}", instanceId=id)
+                if doc is None or doc.get("_type") != INSTANCE_TYPE:
+                    continue
+                after = instance_status(doc)
+                kind = "snapshot" if event.kind == "snapshot" else _kind(status, after)
+                status = after
+                yield InstanceEvent(kind=kind, instance=WorkflowInstance(doc=doc), at=_at(doc))
+
+    @strawberry.subscription(
+        description=(
+            "Every status or stage change of any child of this parent "
+            "(optionally one activity's cohort)."
+        )
+    )
+    async def child_changed(
+        self, info: KInfo, parent_id: strawberry.ID, activity: str | None = None
+    ) -> AsyncGenerator[ChildEvent, None]:
+        seen: dict[str, tuple[str, str | None]] = {}
+        async with _family(info, parent_id) as (family, touched):
+            async for ids in touched:
+                if ids is None:
+                    for row in select(family.rows(), activity=activity):
+                        seen[row.child_id] = (row.status, row.stage)
+                        yield _child_event("snapshot", row, family.changed_at(row.child_id))
+                    continue
+                for child_id in sorted(ids):
+                    changed = family.row(child_id)
+                    if changed is None or (activity is not None and changed.activity != activity):
+                        continue
+                    state = (changed.status, changed.stage)
+                    before = seen.get(child_id)
+                    if state == before:
+                        continue
+                    seen[child_id] = state
+                    yield _child_event(_row_kind(changed, before), changed,
+                                       family.changed_at(child_id))
+
+    @strawberry.subscription(description="Only children reaching DONE or ABORTED.")
+    async def child_completed(
+        self, info: KInfo, parent_id: strawberry.ID, activity: str | None = None
+    ) -> AsyncGenerator[ChildEvent, None]:
+        finished: set[str] = set()
+        async with _family(info, parent_id) as (family, touched):
+            async for ids in touched:
+                if ids is None:
+                    for row in select(family.rows(), activity=activity):
+                        if row.status != "active":
+                            finished.add(row.child_id)
+                            yield _child_event("snapshot", row, family.changed_at(row.child_id))
+                    continue
+                for child_id in sorted(ids):
+                    done = family.row(child_id)
+                    if done is None or done.status == "active" or child_id in finished:
+                        continue
+                    if activity is not None and done.activity != activity:
+                        continue
+                    finished.add(child_id)
+                    kind = "completed" if done.status == "done" else "aborted"
+                    yield _child_event(kind, done, family.changed_at(child_id))
+
+    @strawberry.subscription
+    async def cohort_changed(
+        self, info: KInfo, parent_id: strawberry.ID, activity: str
+    ) -> AsyncGenerator[Cohort, None]:
+        last: list[Row] | None = None
+        async with _family(info, parent_id) as (family, touched):
+            async for _ids in touched:
+                rows = select(family.rows(), activity=activity, current_only=True)
+                if rows == last:
+                    continue
+                last = rows
+                yield Cohort.of(family.parent_id, activity, rows)
+
+    @strawberry.subscription
+    async def instances_changed(
+        self, info: KInfo, where: InstanceFilter | None = None
+    ) -> AsyncGenerator[InstanceEvent, None]:
+        lake, dataset = info.context.lake, info.context.dataset
+        query = await instance_filter(info, where)
+        limit = info.context.settings.subscription_snapshot_limit
+        matches = _instance_matcher(where, dataset)
+        topic = parent_topic(check_document_id(where.parent_id)) if (
+            where and where.parent_id) else "*"
+
+        async def load(session: Any) -> list[Doc]:
+            if query is None:
+                return []
+            return await lake.find(query, dataset=dataset, session=session, sort=[("_id", 1)],
+                                   limit=limit)  # fmt: skip
+
+        members: dict[str, InstanceStatus] = {}
+        async with _subscribed(info, topic, load) as events:
+            async for event in events:
+                if event.kind == "snapshot":
+                    for doc in event.documents:
+                        members[doc["_id"]] = instance_status(dict(doc))
+                        yield InstanceEvent(kind="snapshot", instance=WorkflowInstance(
+                            doc=dict(doc)), at=_at(dict(doc)))  # fmt: skip
+                    continue
+                if event.kind == "delete" or event.document is None:
+                    members.pop(str(event.document_id), None)
+                    continue
+                doc = dict(event.document)
+                member = doc["_id"] in members
+                if not matches(doc) and not member:
+                    continue
+                after = instance_status(doc)
+                kind = _kind(members.get(doc["_id"]), after)
+                if matches(doc):
+                    members[doc["_id"]] = after
+                else:
+                    members.pop(doc["_id"], None)
+                yield InstanceEvent(kind=kind, instance=WorkflowInstance(doc=doc), at=_at(doc))
+
+    @strawberry.subscription
+    async def document_changed(
+        self, info: KInfo, id: strawberry.ID, dataset: str | None = None
+    ) -> AsyncGenerator[JSON | None, None]:
+        doc_id = check_document_id(id)
+        lake = info.context.lake
+        target = dataset or info.context.dataset
+
+        async def load(session: Any) -> list[Doc]:
+            return await lake.find({"_id": doc_id}, dataset=target, session=session)
+
+        async with _subscribed(info, doc_topic(doc_id), load, dataset=target) as events:
+            async for event in events:
+                if event.kind == "snapshot":
+                    yield jsonable(event.documents[0]) if event.documents else None
+                elif event.kind == "delete":
+                    yield None
+                elif event.document is not None:
+                    yield jsonable(event.document)

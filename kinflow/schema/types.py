@@ -1,0 +1,477 @@
+"""The GraphQL object types of GRAPHQL.md: thin views over stored documents.
+
+Each view keeps the raw lake document (``strawberry.Private``) and computes
+its fields on demand, so a query pays only for what it selects. Related
+instances (parent, ancestors, children, a row's child) go through the
+request's DataLoaders.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from enum import Enum
+from typing import Any
+
+import strawberry
+
+from kinflow.schema.context import KInfo
+from kinflow.schema.loaders import Doc, parent_id
+from kinflow.schema.rows import CohortCounts, Row, child_status, count, registry_rows, select
+from kinflow.schema.scalars import JSON, DateTime, jsonable
+from kinflow.storage.gdr import document_id, format_gdr
+
+
+@strawberry.enum
+class InstanceStatus(Enum):
+    ACTIVE = "active"
+    COMPLETED = "completed"
+    ABORTED = "aborted"
+
+
+@strawberry.enum
+class ChildStatus(Enum):
+    ACTIVE = "active"
+    DONE = "done"
+    ABORTED = "aborted"
+
+
+@strawberry.enum
+class EditMode(Enum):
+    SET = "set"
+    APPEND = "append"
+    UNSET = "unset"
+
+
+@strawberry.enum
+class EffectOutcome(Enum):
+    DONE = "done"
+    FAILED = "failed"
+
+
+def instance_status(doc: Doc) -> InstanceStatus:
+    if doc.get("abortedAt"):
+        return InstanceStatus.ABORTED
+    if doc.get("completedAt"):
+        return InstanceStatus.COMPLETED
+    return InstanceStatus.ACTIVE
+
+
+@strawberry.input
+class InstanceFilter:
+    definition: str | None = None
+    status: InstanceStatus | None = None
+    parent_id: strawberry.ID | None = strawberry.field(
+        default=None, description="Direct children of this instance."
+    )
+    root_id: strawberry.ID | None = strawberry.field(
+        default=None, description="Every descendant of this root."
+    )
+    stage: str | None = None
+
+
+@strawberry.type
+class PageInfo:
+    has_next_page: bool
+    end_cursor: str | None
+
+
+@strawberry.type
+class ActivityState:
+    name: str
+    status: str
+    started_at: DateTime | None
+    completed_at: DateTime | None
+    fired_actions: list[str]
+
+
+@strawberry.type
+class StageVisit:
+    key: str
+    name: str
+    entered_at: DateTime
+    exited_at: DateTime | None
+
+
+@strawberry.type
+class ActionVerdict:
+    activity: str
+    action: str
+    enabled: bool
+    reason: str | None
+    params: JSON | None = strawberry.field(description="Declared params.")
+
+
+@strawberry.type
+class PendingEffect:
+    key: str
+    name: str
+    params: JSON
+    queued_at: DateTime
+    claimed: bool
+
+
+@strawberry.type
+class HistoryEntry:
+    type: str
+    at: DateTime
+    data: JSON
+
+
+def _open_entry(doc: Doc) -> dict[str, Any] | None:
+    for entry in reversed(doc.get("stages") or []):
+        if entry.get("name") == doc.get("currentStage") and not entry.get("exitedAt"):
+            return dict(entry)
+    return None
+
+
+def _field_values(entries: list[dict[str, Any]] | None) -> dict[str, Any]:
+    return {f["name"]: f.get("value") for f in entries or [] if "name" in f}
+
+
+def effective_fields(doc: Doc) -> dict[str, Any]:
+    """Workflow scope, overlaid by the open stage's scope, then its activities' scopes."""
+    values = _field_values(doc.get("fields"))
+    entry = _open_entry(doc)
+    if entry is not None:
+        values.update(_field_values(entry.get("fields")))
+        for activity in entry.get("activities") or []:
+            values.update(_field_values(activity.get("fields")))
+    return values
+
+
+@strawberry.type(
+    description="One row of the parent's registry, as conditions see it in $subworkflows."
+)
+class Subworkflow:
+    row: strawberry.Private[Row]
+
+    @strawberry.field
+    def row_key(self) -> str:
+        return self.row.row_key
+
+    @strawberry.field
+    def activity(self) -> str:
+        return self.row.activity
+
+    @strawberry.field
+    def action(self) -> str:
+        return self.row.action
+
+    @strawberry.field
+    def definition(self) -> str:
+        return self.row.definition
+
+    @strawberry.field
+    def current(self) -> bool:
+        return self.row.current
+
+    @strawberry.field
+    def status(self) -> ChildStatus:
+        return ChildStatus(self.row.status)
+
+    @strawberry.field
+    def stage(self) -> str | None:
+        return self.row.stage
+
+    @strawberry.field
+    def spawned_at(self) -> DateTime:
+        return DateTime(self.row.spawned_at)
+
+    @strawberry.field(
+        description="An abort is owed and not yet carried out (abortPending set, row not resolved)."
+    )
+    def condemned(self) -> bool:
+        return self.row.condemned
+
+    @strawberry.field(description="Why an abort was owed; kept after the abort as the audit.")
+    def abort_reason(self) -> str | None:
+        return self.row.abort_reason
+
+    @strawberry.field
+    def resolved_at(self) -> DateTime | None:
+        return DateTime(self.row.resolved_at) if self.row.resolved_at else None
+
+    @strawberry.field
+    def child_id(self) -> strawberry.ID:
+        return strawberry.ID(self.row.child_id)
+
+    @strawberry.field(description="Null when the child document is gone.")
+    async def child(self, info: KInfo) -> WorkflowInstance | None:
+        doc = await info.context.loaders.instance(self.row.child_id)
+        return WorkflowInstance(doc=doc) if doc is not None else None
+
+
+@strawberry.type
+class Cohort:
+    parent_id: strawberry.ID
+    activity: str
+    counts: strawberry.Private[CohortCounts]
+    selected: strawberry.Private[list[Row]]
+
+    @strawberry.field
+    def total(self) -> int:
+        return self.counts.total
+
+    @strawberry.field
+    def active(self) -> int:
+        return self.counts.active
+
+    @strawberry.field
+    def done(self) -> int:
+        return self.counts.done
+
+    @strawberry.field
+    def aborted(self) -> int:
+        return self.counts.aborted
+
+    @strawberry.field(description="total > 0 and active == 0")
+    def settled(self) -> bool:
+        return self.counts.settled
+
+    @strawberry.field
+    def rows(self) -> list[Subworkflow]:
+        return [Subworkflow(row=r) for r in self.selected]
+
+    @classmethod
+    def of(cls, parent_id: str, activity: str, rows: list[Row]) -> Cohort:
+        return cls(parent_id=strawberry.ID(parent_id), activity=activity, counts=count(rows),
+                   selected=rows)  # fmt: skip
+
+
+@strawberry.type
+class WorkflowInstance:
+    doc: strawberry.Private[Doc]
+
+    @strawberry.field
+    def id(self) -> strawberry.ID:
+        return strawberry.ID(self.doc["_id"])
+
+    @strawberry.field
+    def gdr(self) -> str:
+        return format_gdr(self.doc.get("dataset") or "production", self.doc["_id"])
+
+    @strawberry.field
+    def definition(self) -> str:
+        return str(self.doc.get("definition"))
+
+    @strawberry.field
+    def version(self) -> int:
+        return int(self.doc.get("pinnedVersion") or 0)
+
+    @strawberry.field
+    def status(self) -> InstanceStatus:
+        return instance_status(self.doc)
+
+    @strawberry.field
+    def current_stage(self) -> str:
+        return str(self.doc.get("currentStage"))
+
+    @strawberry.field(
+        description="Effective values: name -> value (workflow, then stage, then activity scope)."
+    )
+    def fields(self) -> JSON:
+        return jsonable(effective_fields(self.doc))
+
+    @strawberry.field(description="Of the current stage visit.")
+    def activities(self) -> list[ActivityState]:
+        entry = _open_entry(self.doc) or {}
+        return [
+            ActivityState(
+                name=a["name"], status=a["status"], started_at=a.get("startedAt"),
+                completed_at=a.get("completedAt"), fired_actions=list(a.get("firedActions") or []),
+            )
+            for a in entry.get("activities") or []
+        ]  # fmt: skip
+
+    @strawberry.field(description="Every visit, oldest first.")
+    def stages(self) -> list[StageVisit]:
+        return [
+            StageVisit(key=s["_key"], name=s["name"], entered_at=s["enteredAt"],
+                       exited_at=s.get("exitedAt"))
+            for s in self.doc.get("stages") or []
+        ]  # fmt: skip
+
+    @strawberry.field
+    def subworkflows(
+        self,
+        activity: str | None = None,
+        current_only: bool | None = None,
+        status: ChildStatus | None = None,
+    ) -> list[Subworkflow]:
+        rows = select(registry_rows(self.doc), activity=activity, current_only=current_only,
+                      status=status.value if status else None)  # fmt: skip
+        return [Subworkflow(row=r) for r in rows]
+
+    @strawberry.field
+    async def parent(self, info: KInfo) -> WorkflowInstance | None:
+        pid = parent_id(self.doc)
+        if pid is None:
+            return None
+        doc = await info.context.loaders.instance(pid)
+        return WorkflowInstance(doc=doc) if doc is not None else None
+
+    @strawberry.field(description="Root first.")
+    async def ancestors(self, info: KInfo) -> list[WorkflowInstance]:
+        ids = [document_id(str(a.get("id"))) for a in self.doc.get("ancestors") or []]
+        docs = await info.context.loaders.documents.load_many(ids)
+        return [WorkflowInstance(doc=d) for d in docs if d is not None]
+
+    @strawberry.field
+    async def children(
+        self, info: KInfo, status: ChildStatus | None = None
+    ) -> list[WorkflowInstance]:
+        docs = await info.context.loaders.children.load(self.doc["_id"])
+        return [
+            WorkflowInstance(doc=d) for d in docs
+            if status is None or child_status(d) == status.value
+        ]  # fmt: skip
+
+    @strawberry.field
+    async def available_actions(self, info: KInfo) -> list[ActionVerdict]:
+        engine = info.context.services.engine_for(self.doc.get("dataset"))
+        verdicts = await engine.available_actions(self.doc["_id"], actor=info.context.actor)
+        return [
+            ActionVerdict(activity=v.activity, action=v.action, enabled=v.enabled,
+                          reason=v.reason, params=jsonable(v.params))
+            for v in verdicts
+        ]  # fmt: skip
+
+    @strawberry.field
+    def pending_effects(self) -> list[PendingEffect]:
+        return [
+            PendingEffect(key=e["_key"], name=e["name"], params=jsonable(e.get("params") or {}),
+                          queued_at=e["queuedAt"], claimed=e.get("claim") is not None)
+            for e in self.doc.get("pendingEffects") or []
+        ]  # fmt: skip
+
+    @strawberry.field
+    def history(self, last: int | None = 50) -> list[HistoryEntry]:
+        rows = list(self.doc.get("history") or [])
+        if last is not None:
+            rows = rows[-last:] if last > 0 else []
+        return [
+            HistoryEntry(type=str(h.get("_type")), at=h.get("at") or "",
+                         data=jsonable({k: v for k, v in h.items()
+                                        if k not in ("_key", "_type", "at")}))
+            for h in rows
+        ]  # fmt: skip
+
+    @strawberry.field
+    def started_at(self) -> DateTime:
+        return DateTime(self.doc.get("startedAt") or "")
+
+    @strawberry.field
+    def completed_at(self) -> DateTime | None:
+        return self.doc.get("completedAt")
+
+    @strawberry.field
+    def aborted_at(self) -> DateTime | None:
+        return self.doc.get("abortedAt")
+
+    @strawberry.field
+    def last_changed_at(self) -> DateTime:
+        return DateTime(self.doc.get("lastChangedAt") or self.doc.get("_updatedAt") or "")
+
+    @strawberry.field
+    def revision(self) -> str:
+        return str(self.doc.get("_rev"))
+
+    @strawberry.field
+    def next_evaluation_at(self) -> DateTime | None:
+        return self.doc.get("nextEvaluationAt")
+
+
+@strawberry.type
+class InstanceConnection:
+    nodes: list[WorkflowInstance]
+    page_info: PageInfo
+    total_count: int
+
+
+def encode_cursor(doc_id: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"after": doc_id}).encode()).decode()
+
+
+def decode_cursor(cursor: str) -> str | None:
+    try:
+        value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except ValueError:
+        return None
+    after = value.get("after") if isinstance(value, dict) else None
+    return after if isinstance(after, str) else None
+
+
+@strawberry.type
+class WorkflowDefinition:
+    doc: strawberry.Private[Doc]
+
+    @strawberry.field
+    def name(self) -> str:
+        return str(self.doc.get("name"))
+
+    @strawberry.field
+    def title(self) -> str:
+        return str(self.doc.get("title") or self.doc.get("name"))
+
+    @strawberry.field
+    def version(self) -> int:
+        return int(self.doc.get("version") or 0)
+
+    @strawberry.field
+    def content_hash(self) -> str:
+        return str(self.doc.get("contentHash"))
+
+    @strawberry.field(description='"standalone" | "child"')
+    def lifecycle(self) -> str:
+        return str(self.doc.get("lifecycle") or "standalone")
+
+    @strawberry.field
+    def initial_stage(self) -> str:
+        return str(self.doc.get("initialStage"))
+
+    @strawberry.field
+    def stages(self) -> list[str]:
+        return [str(s.get("name")) for s in self.doc.get("stages") or []]
+
+    @strawberry.field(description="The stored definition, as deployed.")
+    def document(self) -> JSON:
+        return jsonable(self.doc)
+
+
+@strawberry.type
+class OperationResult:
+    instance: WorkflowInstance
+    changed: bool
+    cascaded: int = strawberry.field(description="Stage moves made by the cascade.")
+    next_evaluation_at: DateTime | None
+
+
+@strawberry.type
+class DeployedDefinition:
+    name: str
+    version: int
+    status: str = strawberry.field(description='"created" | "unchanged"')
+
+
+@strawberry.type
+class DeployResult:
+    definitions: list[DeployedDefinition]
+    warnings: list[str]
+
+
+@strawberry.type
+class InstanceEvent:
+    kind: str = strawberry.field(description='"snapshot" | "changed" | "completed" | "aborted"')
+    instance: WorkflowInstance
+    at: DateTime
+
+
+@strawberry.type
+class ChildEvent:
+    kind: str = strawberry.field(
+        description='"snapshot" | "spawned" | "changed" | "completed" | "aborted"'
+    )
+    parent_id: strawberry.ID
+    row: Subworkflow
+    at: DateTime
