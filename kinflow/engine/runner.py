@@ -386,7 +386,7 @@ class Engine:
                 report.skipped += 1
                 continue
             try:
-                claimed = await self._claim(instance_id, pending.key_, actor)
+                claimed = await self.claim_effect(instance_id, pending.key_, actor=actor)
             except KinflowError:  # lost the claim race or the effect settled meanwhile
                 continue
             started = time.monotonic()
@@ -424,8 +424,16 @@ class Engine:
                 return pending
         return None
 
-    async def _claim(self, instance_id: str, effect_key: str, actor: Actor) -> str:
+    async def claim_effect(
+        self, instance_id: str, effect_key: str, *, actor: Actor | None = None
+    ) -> str:
+        """Claim one pending effect with a lease (for workers that run effects themselves).
+
+        Returns the claim token; a live claim held by someone else is refused, an
+        expired one is taken over (recorded as ``effectClaimReleased``).
+        """
         lease = self.limits.effect_lease_seconds
+        actor = actor or Actor.system()
 
         async def callback(session: AsyncClientSession) -> Mutation:
             state = await self._load(instance_id, session)
