@@ -208,11 +208,17 @@ class Mutation:
             current = await lake.get(body["_id"], dataset=target, session=session)
             if current is not None:
                 _check_content_type(current.get("_type"))
-            return await lake.replace(body, expected_rev=expected if isinstance(expected, str)
-                                      else None, dataset=target, session=session)  # fmt: skip
+            if isinstance(expected, str):
+                # Fenced: a type change since the read would also have changed _rev.
+                return await lake.replace(body, expected_rev=expected, dataset=target,
+                                          session=session)  # fmt: skip
+            return await lake.replace(body, expected_rev=None, dataset=target, session=session)
 
         await lake.ensure_dataset(target)
-        stored = await lake.transaction(write, verb="putDocument")
+        if isinstance(expected, str):  # a stale _rev is the caller's conflict, never retried
+            stored = await write(None)
+        else:
+            stored = await lake.transaction(write, verb="putDocument")
         await _react(info, target, stored["_id"], actor)
         return jsonable(stored)
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NewType
 
 import strawberry
 from strawberry.scalars import JSON
+from strawberry.types.scalar import ScalarDefinition
 
 __all__ = ["JSON", "SCALAR_MAP", "DateTime", "jsonable"]
 
@@ -44,7 +45,7 @@ DATETIME_SCALAR = strawberry.scalar(
     serialize=_serialize_datetime,
     parse_value=_parse_datetime,
 )
-SCALAR_MAP = {DateTime: DATETIME_SCALAR}
+SCALAR_MAP: dict[object, ScalarDefinition] = {DateTime: DATETIME_SCALAR}
 
 
 def jsonable(value: Any) -> Any:
