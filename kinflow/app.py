@@ -28,7 +28,7 @@ from strawberry.exceptions import ConnectionRejectionError
 
 from kinflow import __version__
 from kinflow.auth import TokenTable, Unauthenticated, bearer, load_tokens
-from kinflow.engine import Engine, Limits
+from kinflow.engine import Actor, Engine, Limits
 from kinflow.schema import build_schema
 from kinflow.schema.context import Context, Services
 from kinflow.schema.hubs import Hubs
@@ -36,6 +36,7 @@ from kinflow.settings import Settings
 from kinflow.storage import open_lake
 
 log = logging.getLogger("kinflow.api")
+ANONYMOUS = Actor.person("anonymous")
 
 
 async def healthz(request: Request) -> JSONResponse:
@@ -111,7 +112,10 @@ class GraphQLApp(GraphQL[Context, None]):
                           websocket=isinstance(request, WebSocket))  # fmt: skip
         if not context.websocket:
             token = bearer(request.headers.get("authorization"))
-            context.actor = services.tokens.lookup(token)
+            try:
+                context.actor = services.tokens.lookup(token)
+            except Unauthenticated:  # only the GraphiQL page gets past __call__ without one
+                context.actor = ANONYMOUS
         return context
 
     async def on_ws_connect(self, context: Context) -> Any:
