@@ -184,7 +184,10 @@ class Engine:
                 await self.lake.create(document, dataset=self.dataset, session=session)
             return plan
 
-        plan = await self.lake.transaction(callback, verb="deployDefinitions")
+        try:
+            plan = await self.lake.transaction(callback, verb="deployDefinitions")
+        except DocumentExists:  # a concurrent deploy created that version first: re-plan
+            plan = await self.lake.transaction(callback, verb="deployDefinitions")
         return DeployOutcome(
             [DeployedDefinition(r.name, r.version, r.status) for r in plan.results],
             plan.warnings,
@@ -496,6 +499,16 @@ class Engine:
             {"_type": INSTANCE_TYPE, "watch": uri, "completedAt": None}, dataset=self.dataset,
         )
         return [parse_instance(doc) for doc in found]
+
+    async def due_instances(self, *, limit: int = 100) -> list[str]:
+        """Ids of in-flight instances whose ``nextEvaluationAt`` has passed (for a heartbeat)."""
+        now = self._iso(self.clock())
+        found = await self.lake.find(
+            {"_type": INSTANCE_TYPE, "nextEvaluationAt": {"$lte": now}, "completedAt": None},
+            dataset=self.dataset, sort=[("nextEvaluationAt", 1)], limit=limit,
+            projection={"_id": 1},
+        )
+        return [str(doc["_id"]) for doc in found]
 
     async def react_to_document_change(self, gdr: str, *, actor: Actor | None = None
                                        ) -> list[OperationResult]:
