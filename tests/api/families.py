@@ -1,0 +1,79 @@
+"""A parent with a cohort of children, laid out the way the engine's spawn stores them.
+
+Spawning lands in a later engine issue; until then these tests build the
+registry rows (engine-model §3.5) and the children's ``ancestors`` with
+direct lake writes, start and drive every instance through the API, and
+stamp rows the way propagation will.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pymongo import MongoClient
+from starlette.testclient import TestClient
+
+from tests.api.conftest import data, gql
+from tests.engine.definitions import simple
+
+LEAF: dict[str, Any] = simple("leaf", [
+    {"name": "translating", "activities": [{"name": "translate", "actions": [
+        {"name": "submit", "status": "done"}, {"name": "give-up", "status": "failed"}]}],
+     "transitions": [{"name": "to-done", "to": "done"},
+                     {"name": "to-abandoned", "to": "abandoned", "when": "$anyActivityFailed"}]},
+    {"name": "done"},
+    {"name": "abandoned"},
+])  # fmt: skip
+HOLDER: dict[str, Any] = simple("holder", [
+    {"name": "review", "activities": [
+        {"name": "translate", "actions": [{"name": "all-done", "status": "done"}]},
+        {"name": "approve", "actions": [{"name": "approve", "status": "done"}]}],
+     "transitions": [{"name": "to-published", "to": "published"}]},
+    {"name": "published"},
+])  # fmt: skip
+DEPLOY = "mutation($d: [JSON!]!) { deployDefinitions(definitions: $d) { warnings } }"
+START = """mutation($def: String!, $id: ID) { startInstance(definition: $def, instanceId: $id) {
+  instance { id } } }"""
+
+
+def gdr(doc_id: str) -> str:
+    return f"lake:production:{doc_id}"
+
+
+def build_family(client: TestClient, lake_uri: str, database: str, parent: str,
+                 locales: list[str], activity: str = "translate") -> list[str]:
+    """Start ``parent`` and one child per locale, linked as a spawn links them."""
+    data(gql(client, DEPLOY, {"d": [LEAF, HOLDER]}))
+    data(gql(client, START, {"def": "holder", "id": parent}))
+    children = [f"{parent}.{locale}" for locale in locales]
+    for child in children:
+        data(gql(client, START, {"def": "leaf", "id": child}))
+    raw: MongoClient[dict[str, Any]] = MongoClient(lake_uri)
+    coll = raw[database]["production"]
+    holder = coll.find_one({"_id": parent})
+    assert holder is not None
+    entry = holder["stages"][-1]
+    rows = [{
+        "_key": f"row-{locale}", "activity": activity, "action": "fan-out", "definition": "leaf",
+        "stageEntry": entry["_key"], "cohortStage": entry["name"], "rowKey": locale,
+        "ref": {"id": gdr(child), "type": "kinflow.instance"},
+        "spawnedAt": entry["enteredAt"],
+    } for locale, child in zip(locales, children, strict=True)]  # fmt: skip
+    for child in children:
+        coll.update_one({"_id": child}, {"$set": {
+            "ancestors": [{"id": gdr(parent), "type": "kinflow.instance"}]}})
+    coll.update_one({"_id": parent}, {"$push": {"subworkflows": {"$each": rows}}})
+    raw.close()
+    return children
+
+
+def stamp(lake_uri: str, database: str, parent: str, row_key: str, update: dict[str, Any]
+          ) -> None:
+    """Set fields of one registry row, as propagation and condemnation do."""
+    raw: MongoClient[dict[str, Any]] = MongoClient(lake_uri)
+    raw[database]["production"].update_one(
+        {"_id": parent},
+        {"$set": {f"subworkflows.$[row].{k}": v for k, v in update.items()}},
+        array_filters=[{"row._key": row_key}],
+    )
+    raw.close()
