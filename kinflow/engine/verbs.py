@@ -55,6 +55,7 @@ from kinflow.engine.mutation import Mutation
 from kinflow.engine.ops import OpSource, apply_op, set_activity_status
 from kinflow.engine.stages import move, prime
 from kinflow.engine.state import INSTANCE_TYPE, TERMINAL_ACTIVITY, Instance
+from kinflow.errors import KinflowError
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -154,7 +155,7 @@ def check_initial_fields(definition: WorkflowDefinition, fields: Any, dataset: s
         else:
             try:
                 values[name] = checked_value(entry, value, dataset)
-            except Exception as exc:  # FieldValueInvalid and GDR problems
+            except KinflowError as exc:  # FieldValueInvalid, GDR problems
                 issues.append({"field": name, "reason": "wrong-kind",
                                "detail": getattr(exc, "message", str(exc))})
     if issues:
