@@ -1,0 +1,91 @@
+"""Evaluation context and scopes (groq.md §5.1, §8.1 point 4).
+
+Owns what one evaluation shares (dataset, parameters, clock, dereference lookup)
+and the scope chain that ``@`` and ``^`` walk. Hidden scopes are the ones ``MapNode``
+and ``FlatMap`` open: a scope nested inside a hidden one attaches to its parent, so
+mapping never adds a ``^`` level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from kinflow.groq.values import DateTime
+
+
+class Context:
+    """Everything one evaluation shares."""
+
+    __slots__ = ("_dataset", "_dataset_src", "_index", "_now", "_resolve", "identity", "params")
+
+    def __init__(
+        self,
+        dataset: Any,
+        params: Mapping[str, Any],
+        now: datetime | None,
+        resolve: Callable[[str], Mapping[str, Any] | None] | None,
+        identity: str | None = None,
+    ) -> None:
+        self._dataset_src = dataset
+        self._dataset: list[Any] | None = dataset if type(dataset) is list else None
+        self.params = params
+        self._now = now
+        self._resolve = resolve
+        self._index: dict[str, Any] | None = None
+        self.identity = identity
+
+    @property
+    def dataset(self) -> list[Any]:
+        ds = self._dataset
+        if ds is None:
+            src = self._dataset_src
+            ds = [] if src is None else list(src)
+            self._dataset = ds
+        return ds
+
+    def now(self) -> DateTime:
+        """One clock reading per evaluation (``now()`` and ``dateTime::now()`` agree)."""
+        if self._now is None:
+            from datetime import UTC
+
+            self._now = datetime.now(UTC)
+        return DateTime(self._now)
+
+    def deref(self, ref: str) -> Any:
+        if self._resolve is not None:
+            return self._resolve(ref)
+        if self._index is None:
+            idx: dict[str, Any] = {}
+            for doc in self.dataset:
+                if isinstance(doc, Mapping):
+                    key = doc.get("_id")
+                    if isinstance(key, str) and key not in idx:
+                        idx[key] = doc
+            self._index = idx
+        return self._index.get(ref)
+
+
+class Scope:
+    """One level of the ``@``/``^`` chain."""
+
+    __slots__ = ("ctx", "hidden", "parent", "value")
+
+    def __init__(self, value: Any, parent: Scope | None, ctx: Context, hidden: bool = False
+                 ) -> None:
+        self.value = value
+        self.parent = parent
+        self.ctx = ctx
+        self.hidden = hidden
+
+    def nested(self, value: Any) -> Scope:
+        """Scope for a filter element, a projected object or a pipe-function argument."""
+        return Scope(value, self.parent if self.hidden else self, self.ctx)
+
+    def hidden_child(self, value: Any) -> Scope:
+        """Scope for one element of a map/flat-map."""
+        return Scope(value, self.parent if self.hidden else self, self.ctx, True)
+
+
+Compiled = Callable[[Scope], Any]
