@@ -246,13 +246,14 @@ class Engine:
         await self.ensure_ready()
         actor = actor or Actor.system()
         document = await self.get_definition(definition, version)
-        verb = verbs.StartInstance(document, fields, instance_id, context)
+        # the id is chosen once, so re-plans (lake reads) and retries agree on it
+        verb = verbs.StartInstance(document, fields, instance_id or verbs.new_instance_id(),
+                                   context)
 
         async def callback(session: AsyncClientSession) -> Mutation:
-            existing = (
-                await self.lake.get(instance_id, dataset=self.dataset, session=session)
-                if instance_id else None
-            )
+            assert verb.instance_id is not None
+            existing = await self.lake.get(verb.instance_id, dataset=self.dataset,
+                                           session=session)
             if existing is not None:
                 state = parse_instance(existing)
                 mutation = await self._plan(lambda ctx: verbs.plan_resume(state, verb, ctx),
@@ -629,7 +630,8 @@ class Engine:
             store = importlib.import_module("kinflow.groq.store")
         except ImportError:
             store = None
-        if store is not None and session is None and hasattr(store, "query_collection"):
+        if store is not None and hasattr(store, "query_collection"):
+            # push-down when available; such reads are seeds, not fenced state
             return await store.query_collection(self.lake.collection(self.dataset), query,
                                                 params=params, now=self.clock())
         documents = await self.lake.find({}, dataset=self.dataset, session=session)

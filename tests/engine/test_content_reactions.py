@@ -56,3 +56,10 @@ async def test_the_change_hub_follower_ticks_watchers(engine: Engine) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await follower
         await hub.stop()
+
+
+async def test_query_reads_the_lake_with_bound_params(engine: Engine) -> None:
+    await engine.lake.create({"_id": "a1", "_type": "article", "status": "draft"})
+    await engine.lake.create({"_id": "a2", "_type": "article", "status": "approved"})
+    found = await engine.query("*[_type == 'article' && status == $s]._id", {"s": "approved"})
+    assert found == ["a2"]
