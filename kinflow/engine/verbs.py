@@ -257,8 +257,14 @@ def plan_resume(state: Instance, verb: StartInstance, ctx: PlanContext) -> Mutat
 
 
 def plan_hop(state: Instance, ctx: PlanContext) -> Mutation:
-    """One cascade hop (``tick`` and every hop after a verb's own commit)."""
+    """One cascade hop (``tick`` and every hop after a verb's own commit).
+
+    An instance left unprimed by a crash between create and prime is primed
+    first (kinflow's crash repair; the reference only primes on a resumed start).
+    """
     commit = _Commit(state, ctx)
+    if not commit.m.primed and not commit.m.abortedAt:
+        prime(commit.m, commit.definition, ctx)
     if commit.m.primed:
         commit.cascade_once()
     return commit.finish()

@@ -259,3 +259,11 @@ def test_ledger_replay_ttl_and_cross_verb() -> None:
     assert not is_replay(instance, expired, "k", "editField")
     remember(instance, expired, "other", "editField")
     assert [r.key for r in instance.processedRequests] == ["other"]
+
+
+def test_a_tick_primes_an_instance_left_unprimed() -> None:
+    created = verbs.plan_create(verbs.StartInstance(deployed(chain()), None, "instance.u"), ctx())
+    assert not created.primed
+    mutation = verbs.plan_hop(created, ctx())
+    assert mutation.instance.primed and mutation.changed
+    assert mutation.instance.stages[0].activity("w").firedActions == ["first", "second"]
