@@ -74,13 +74,17 @@ def serve(
     """Run the API server (on the embedded lake unless KINFLOW_MONGODB_URI is set)."""
     import uvicorn
 
+    from kinflow.auth import load_tokens
+
     settings = Settings()
     bind_host = host or settings.host
     bind_port = port or settings.port
-    if not is_loopback(bind_host):
+    tokens = run_sync_parse(lambda: load_tokens(settings))
+    if not is_loopback(bind_host) and not tokens.enabled:
         err.print(
             f"[red]refusing to bind {bind_host}:[/red] without API tokens kinflow only "
-            "serves 127.0.0.1 (set KINFLOW_HOST=127.0.0.1)"
+            "serves 127.0.0.1 (set KINFLOW_API_TOKENS or KINFLOW_API_TOKENS_FILE, "
+            "or KINFLOW_HOST=127.0.0.1)"
         )
         raise typer.Exit(2)
     err.print(f"kinflow listening on http://{bind_host}:{bind_port}  (health: /healthz)")
