@@ -245,6 +245,31 @@ def groq(
     out.print_json(json.dumps(result, default=str))
 
 
+@app.command()
+def tail(
+    parent: str | None = typer.Option(None, "--parent", help="Only children of this instance."),
+    count: int = typer.Option(0, help="Stop after this many events (0: run until Ctrl-C)."),
+    url: str | None = URL,
+    token: str | None = TOKEN,
+) -> None:
+    """Print instance changes as they commit."""
+    from kinflow.cli.tail import local_events, remote_events
+
+    async def follow() -> None:
+        events = remote_events(url, token, parent) if url else local_events(parent)
+        seen = 0
+        async for line in events:
+            out.print(line, highlight=False)
+            seen += 1
+            if count and seen >= count:
+                break
+
+    try:
+        run(follow)
+    except KeyboardInterrupt:
+        pass
+
+
 def run_sync_parse(parse: Callable[[], T]) -> T:
     try:
         return parse()

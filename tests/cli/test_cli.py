@@ -4,31 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from pymongo import MongoClient
 from typer.testing import CliRunner
 
 from kinflow.cli import app
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 runner = CliRunner()
-
-
-@pytest.fixture
-def cli_env(lake_uri: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
-    database = f"cli_{uuid.uuid4().hex[:10]}"
-    monkeypatch.setenv("KINFLOW_MONGODB_URI", lake_uri)
-    monkeypatch.setenv("KINFLOW_DATABASE", database)
-    monkeypatch.setenv("KINFLOW_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("COLUMNS", "200")
-    yield database
-    client: MongoClient[dict[str, object]] = MongoClient(lake_uri)
-    client.drop_database(database)
-    client.close()
 
 
 def invoke(*args: str) -> tuple[int, str]:
