@@ -7,11 +7,10 @@ form, and the operator set with longest-match. Keywords are left to the parser.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from typing import NamedTuple
 
 from kinflow.groq.errors import GroqSyntaxError
-
-WHITESPACE = frozenset("\t\n\v\f\r \u0085\u00a0")
 
 #: Operators, longest first so that a prefix never wins over a longer match.
 OPERATORS = (
@@ -24,20 +23,22 @@ _ESCAPES = {"'": "'", '"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n":
             "r": "\r", "t": "\t"}
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
+class Token(NamedTuple):
     kind: str  # "num", "str", "ident", "param", "op", "eof"
     value: object
     pos: int
     end: int
 
 
-def _is_ident_start(c: str) -> bool:
-    return c == "_" or ("a" <= c <= "z") or ("A" <= c <= "Z")
-
-
-def _is_ident_char(c: str) -> bool:
-    return _is_ident_start(c) or ("0" <= c <= "9")
+_TOKEN_RE = re.compile(
+    r"(?P<ws>(?:[\t\n\v\f\r \x85\xa0]+|//[^\n]*)+)"
+    r"|(?P<num>[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)"
+    r"|(?P<ident>[A-Za-z_][A-Za-z0-9_]*)"
+    r"|(?P<param>\$[A-Za-z_][A-Za-z0-9_]*)"
+    r"|(?P<op>" + "|".join(re.escape(op) for op in OPERATORS) + r")"
+    r"|(?P<quote>[\"'])"
+)
+_PLAIN_RUN = {'"': re.compile(r'[^"\\]*'), "'": re.compile(r"[^'\\]*")}
 
 
 def tokenize(query: str) -> list[Token]:
@@ -45,69 +46,35 @@ def tokenize(query: str) -> list[Token]:
     out: list[Token] = []
     i = 0
     n = len(query)
-    while True:
-        while i < n:
-            c = query[i]
-            if c in WHITESPACE:
-                i += 1
-            elif c == "/" and query.startswith("//", i):
-                nl = query.find("\n", i)
-                i = n if nl < 0 else nl + 1
-            else:
-                break
-        if i >= n:
-            out.append(Token("eof", None, n, n))
-            return out
-        c = query[i]
-        start = i
-        if "0" <= c <= "9":
-            i = _scan_digits(query, i)
-            is_float = False
-            if i < n and query[i] == "." and i + 1 < n and "0" <= query[i + 1] <= "9":
-                i = _scan_digits(query, i + 1)
-                is_float = True
-            if i < n and query[i] in "eE":
-                j = i + 1
-                if j < n and query[j] in "+-":
-                    j += 1
-                if j < n and "0" <= query[j] <= "9":
-                    i = _scan_digits(query, j)
-                    is_float = True
-                else:
-                    raise GroqSyntaxError("malformed number exponent", query, j)
-            text = query[start:i]
-            value: object = float(text) if is_float else int(text)
-            out.append(Token("num", value, start, i))
-        elif c == '"' or c == "'":
-            value, i = _scan_string(query, i)
-            out.append(Token("str", value, start, i))
-        elif _is_ident_start(c):
-            i += 1
-            while i < n and _is_ident_char(query[i]):
-                i += 1
-            out.append(Token("ident", query[start:i], start, i))
-        elif c == "$":
-            i += 1
-            while i < n and _is_ident_char(query[i]):
-                i += 1
-            if i == start + 1 or not _is_ident_start(query[start + 1]):
-                raise GroqSyntaxError("expected a parameter name after '$'", query, start + 1)
-            out.append(Token("param", query[start + 1:i], start, i))
+    match = _TOKEN_RE.match
+    while i < n:
+        m = match(query, i)
+        if m is None:
+            if query[i] == "$":
+                raise GroqSyntaxError("expected a parameter name after '$'", query, i + 1)
+            raise GroqSyntaxError(f"unexpected character {query[i]!r}", query, i)
+        kind = m.lastgroup
+        end = m.end()
+        if kind == "ws":
+            pass
+        elif kind == "num":
+            text = m.group()
+            is_float = "." in text or "e" in text or "E" in text
+            # Numbers are doubles; long digit strings go through float() (no bignums).
+            value: object = float(text) if is_float or len(text) > 15 else int(text)
+            out.append(Token("num", value, i, end))
+        elif kind == "ident":
+            out.append(Token("ident", m.group(), i, end))
+        elif kind == "param":
+            out.append(Token("param", m.group()[1:], i, end))
+        elif kind == "op":
+            out.append(Token("op", m.group(), i, end))
         else:
-            for op in OPERATORS:
-                if query.startswith(op, i):
-                    i += len(op)
-                    out.append(Token("op", op, start, i))
-                    break
-            else:
-                raise GroqSyntaxError(f"unexpected character {c!r}", query, i)
-
-
-def _scan_digits(query: str, i: int) -> int:
-    n = len(query)
-    while i < n and "0" <= query[i] <= "9":
-        i += 1
-    return i
+            value, end = _scan_string(query, i)
+            out.append(Token("str", value, i, end))
+        i = end
+    out.append(Token("eof", None, n, n))
+    return out
 
 
 def _scan_string(query: str, i: int) -> tuple[str, int]:
@@ -123,9 +90,7 @@ def _scan_string(query: str, i: int) -> tuple[str, int]:
         if c == quote:
             return "".join(parts), i + 1
         if c != "\\":
-            j = i
-            while j < n and query[j] != quote and query[j] != "\\":
-                j += 1
+            j = _PLAIN_RUN[quote].match(query, i).end()  # type: ignore[union-attr]
             parts.append(query[i:j])
             i = j
             continue

@@ -78,7 +78,10 @@ def suite_dir() -> Path | None:
 # --------------------------------------------------------------------------- YAML
 
 
-class _Loader(yaml.SafeLoader):
+_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc]
     """SafeLoader with YAML 1.2 core-schema scalars, as js-yaml reads them."""
 
 
