@@ -6,8 +6,8 @@ the ops in order, queue the effects (their bindings see the state after the
 ops), then spawn. Whether an action *may* fire is decided elsewhere (the
 caller gate in ``verbs``, the trigger rules in ``cascade``).
 
-Spawning is the subworkflow issue's: the hook is here, in the right place in
-the order, and refuses with a typed error until it lands.
+Spawning (``kinflow.engine.spawn``) comes last, so ``with`` bindings see the
+state after the ops.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any
 from kinflow.define.models import Action, WorkflowDefinition
 from kinflow.engine.context import PlanContext
 from kinflow.engine.effects import queue_effects
-from kinflow.engine.errors import SpawnNotSupported
 from kinflow.engine.history import record
 from kinflow.engine.ops import OpSource, apply_ops
 from kinflow.engine.state import Instance
@@ -43,7 +42,6 @@ def fire(
     apply_ops(list(action.ops or []), instance, definition, ctx, source)
     queue_effects(instance, definition, ctx, activity, action, params)
     if action.spawn is not None:
-        raise SpawnNotSupported(
-            f"action {action.name!r} spawns child workflows, which this engine version does "
-            "not run yet", activity=activity, action=action.name,
-        )
+        from kinflow.engine.spawn import spawn
+
+        spawn(instance, definition, ctx, activity, action)

@@ -56,6 +56,13 @@ class Limits:
     effect_lease_seconds: float = 300
     spawn_depth: int = 6
     fan_out: int = 10_000
+    spawn_txn: int = 256  # children created inside the spawning transaction
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> Limits:
+        """Limits from ``kinflow.settings.Settings`` (``KINFLOW_*``)."""
+        return cls(spawn_depth=settings.max_spawn_depth, fan_out=settings.max_fan_out,
+                   spawn_txn=settings.spawn_txn_limit)
 
 
 class NeedsIO(Exception):
@@ -78,6 +85,15 @@ class NeedsLakeQuery(NeedsIO):
         self.query = query
         self.params = params
         self.cache_key = query_key(query, params)
+
+
+class NeedsDefinition(NeedsIO):
+    """The plan needs a deployed definition (a spawn's child) it was not given."""
+
+    def __init__(self, name: str, version: int | None) -> None:
+        super().__init__(f"{name} v{version or 'latest'}")
+        self.name = name
+        self.version = version
 
 
 def query_key(query: str, params: dict[str, Any]) -> str:
@@ -110,6 +126,12 @@ class PlanContext:
     query_results: dict[str, Any] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     new_key: Callable[[], str] = random_key
+    # deployed child definitions by (name, version or None for the latest); None = absent
+    definitions: dict[tuple[str, int | None], dict[str, Any] | None] = field(
+        default_factory=dict)
+    creates: list[dict[str, Any]] = field(default_factory=list)  # child documents planned
+    settle: list[str] = field(default_factory=list)  # children whose first hop the runner owes
+    spawn_allowed: bool = True  # False while planning a child's first hop inside a spawn
 
     @property
     def now_iso(self) -> str:
@@ -120,6 +142,13 @@ class PlanContext:
         if key not in self.query_results:
             raise NeedsLakeQuery(query, params)
         return self.query_results[key]
+
+    def definition(self, name: str, version: int | None) -> dict[str, Any] | None:
+        """A deployed definition document; ``None`` if it is not deployed."""
+        key = (name, version)
+        if key not in self.definitions:
+            raise NeedsDefinition(name, version)
+        return self.definitions[key]
 
     def document(self, uri: str) -> dict[str, Any] | None:
         """A snapshot document by GDR URI; ``None`` if it does not exist."""

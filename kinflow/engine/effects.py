@@ -215,3 +215,12 @@ def cancel_all(instance: Instance, ctx: PlanContext) -> None:
                status="cancelled", detail="aborted before dispatch", actor=ctx.actor.to_json())
     instance.pendingEffects.clear()
 
+
+
+def effects_due_at(instance: Instance) -> str | None:
+    """When a worker should next look at this instance's effects (queued, or a lease ends)."""
+    moments = [
+        (p.claim.leaseExpiresAt or p.queuedAt) if p.claim is not None else p.queuedAt
+        for p in instance.pendingEffects
+    ]
+    return min(moments) if moments else None

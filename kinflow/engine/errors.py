@@ -24,14 +24,18 @@ __all__ = [
     "FanOutLimit",
     "FieldValueInvalid",
     "InitialFieldsInvalid",
+    "InjectedFault",
     "InstanceNotFound",
     "MissingEffectHandler",
     "ModelVersionAhead",
     "PersistedDocShape",
     "RequiredFieldNotProvided",
     "SpawnContractsInvalid",
+    "SpawnDefinitionUnresolved",
     "SpawnDepthExceeded",
+    "SpawnHandoffInvalid",
     "SpawnNotSupported",
+    "SpawnRowIdentity",
 ]
 
 
@@ -134,6 +138,28 @@ class FanOutLimit(KinflowError):
 
 
 class SpawnNotSupported(KinflowError):
-    """The action spawns children; subworkflows land in the next engine issue."""
+    """Kept for API compatibility; the engine spawns children now."""
 
     code = "spawn-not-supported"
+
+
+class SpawnRowIdentity(KinflowError):
+    """A ``forEach`` row has no identity, or two rows share one (engine-model §5.3)."""
+
+    code = "spawn-row-identity"
+
+
+class SpawnDefinitionUnresolved(KinflowError):
+    """The spawn's child definition is not deployed (checked before rows are read)."""
+
+    code = "spawn-definition-unresolved"
+
+
+class SpawnHandoffInvalid(KinflowError):
+    """A ``with`` or ``context`` value cannot be handed to the child."""
+
+    code = "spawn-handoff-invalid"
+
+
+class InjectedFault(Exception):
+    """Raised at an armed fault point (tests simulate crashes with it); never a refusal."""

@@ -35,3 +35,5 @@ class Mutation:
     history: list[dict[str, Any]] = field(default_factory=list)
     replay: bool = False
     result: Any = None
+    settle: list[str] = field(default_factory=list)  # children whose cascade the runner owes
+    clears: list[tuple[str, str]] = field(default_factory=list)  # (child id, token) honoured

@@ -18,6 +18,14 @@ until a hop moves nothing (``cascade-limit`` after ``limits.cascade_moves``
 moves). Effects are run by handlers registered by name; ``drain_effects``
 claims each pending effect with a lease, runs its handler outside any
 transaction and reports through ``complete_effect``.
+
+Subworkflows (docs/subworkflows.md): a spawning commit also creates the
+child documents (up to ``limits.spawn_txn`` in the same transaction, the rest
+in idempotent batches right after); children whose first hop the plan could
+not run are cascaded before the parent reacts; every hop first drains owed
+aborts and stamps what it observes about children; after a verb, a child that
+changed asks its parent for a propagation round (``propagation.Propagator``).
+Fault points (``faults.Faults``) sit at each step of the crash windows.
 """
 
 from __future__ import annotations
@@ -33,10 +41,13 @@ from typing import TYPE_CHECKING, Any
 from kinflow import groq
 from kinflow.define.validate import Checked
 from kinflow.engine import deploy as deploying
+from kinflow.engine import spawn as spawning
 from kinflow.engine import verbs
+from kinflow.engine.cohorts import OBSERVATION_FIELDS, Observation, condemned
 from kinflow.engine.context import (
     Actor,
     Limits,
+    NeedsDefinition,
     NeedsDocuments,
     NeedsIO,
     NeedsLakeQuery,
@@ -51,11 +62,14 @@ from kinflow.engine.errors import (
     EffectNotFound,
     InstanceNotFound,
 )
+from kinflow.engine.faults import Faults
 from kinflow.engine.gates import Verdict
 from kinflow.engine.gates import available_actions as action_verdicts
 from kinflow.engine.mutation import Mutation
+from kinflow.engine.propagation import Propagator
 from kinflow.engine.state import INSTANCE_TYPE, Instance, PendingEffect, parse_instance
-from kinflow.errors import DocumentExists, KinflowError
+from kinflow.errors import DocumentExists, KinflowError, RevisionConflict
+from kinflow.storage.documents import new_rev, stamp_created
 from kinflow.storage.gdr import to_gdr
 from kinflow.storage.lake import IndexSpec, Lake
 
@@ -64,6 +78,8 @@ if TYPE_CHECKING:
 
 Clock = Callable[[], datetime]
 Planner = Callable[[Instance, PlanContext], Mutation]
+ObservingPlanner = Callable[[Instance, PlanContext, list[Observation]], Mutation]
+Gather = Callable[[Instance, "AsyncClientSession"], Awaitable[list[Observation]]]
 _INSTANCES = {"_type": INSTANCE_TYPE}
 _IO_ROUNDS = 32
 
@@ -75,6 +91,13 @@ ENGINE_INDEXES: tuple[IndexSpec, ...] = (
     IndexSpec("instance_parent", (("ancestors.id", 1),), partial=_INSTANCES),
     IndexSpec("instance_definition", (("definition", 1), ("completedAt", 1)),
               partial=_INSTANCES),
+    # subworkflows: children by parent, and the repair hints the heartbeat follows
+    IndexSpec("instance_children", (("parentInstance", 1), ("completedAt", 1)),
+              partial=_INSTANCES),
+    IndexSpec("instance_propagate", (("propagateTo", 1),), partial=_INSTANCES),
+    IndexSpec("instance_owes_aborts", (("owesAborts", 1),), partial=_INSTANCES),
+    IndexSpec("instance_materialising", (("materialising", 1),), partial=_INSTANCES),
+    IndexSpec("instance_effects_due", (("effectsDueAt", 1),), partial=_INSTANCES),
 )
 
 
@@ -135,6 +158,8 @@ class _Reads:
     documents: dict[str, dict[str, Any]] = field(default_factory=dict)
     absent: set[str] = field(default_factory=set)
     queries: dict[str, Any] = field(default_factory=dict)
+    definitions: dict[tuple[str, int | None], dict[str, Any] | None] = field(
+        default_factory=dict)
 
 
 class Engine:
@@ -148,6 +173,8 @@ class Engine:
         clock: Clock = system_clock,
         limits: Limits | None = None,
         new_key: Callable[[], str] = random_key,
+        propagation: str = "inline",
+        faults: Faults | None = None,
     ) -> None:
         self.lake = lake
         self.dataset = dataset or lake.default_dataset
@@ -155,6 +182,11 @@ class Engine:
         self.limits = limits or Limits()
         self.new_key = new_key
         self.handlers: dict[str, EffectHandler] = {}
+        self.faults = faults or Faults()
+        # "inline": a verb on a child returns after its parent reacted (the reference's
+        # contract); "background": it returns after its own commits and the parent reacts
+        # in a coalesced round soon after (for high-rate cohorts)
+        self.propagator = Propagator(self._round, wait=propagation == "inline")
         self._ready = False
 
     async def ensure_ready(self) -> None:
@@ -241,14 +273,19 @@ class Engine:
         instance_id: str | None = None,
         context: dict[str, Any] | None = None,
         actor: Actor | None = None,
+        ancestors: list[dict[str, Any]] | None = None,
     ) -> OperationResult:
-        """Start a run; with an existing ``instance_id`` of the same definition, resume it."""
+        """Start a run; with an existing ``instance_id`` of the same definition, resume it.
+
+        ``ancestors`` (GDR refs, root first) starts an instance that names a parent
+        without being in its registry: the parent records it as an orphan.
+        """
         await self.ensure_ready()
         actor = actor or Actor.system()
         document = await self.get_definition(definition, version)
         # the id is chosen once, so re-plans (lake reads) and retries agree on it
         verb = verbs.StartInstance(document, fields, instance_id or verbs.new_instance_id(),
-                                   context)
+                                   context, ancestors)
 
         async def callback(session: AsyncClientSession) -> Mutation:
             assert verb.instance_id is not None
@@ -268,6 +305,7 @@ class Engine:
             mutation = await self.lake.transaction(callback, verb="startInstance")
         except DocumentExists:  # a concurrent start with the same id won: resume it
             mutation = await self.lake.transaction(callback, verb="startInstance")
+        await self._after_commit(mutation)
         return await self._cascade(mutation, actor)
 
     # ------------------------------------------------------------ verbs
@@ -321,7 +359,10 @@ class Engine:
                                 lambda s, c: verbs.plan_complete_effect(s, verb, c))
 
     async def tick(self, instance_id: str, *, actor: Actor | None = None) -> OperationResult:
-        """Re-evaluate: cascade until nothing moves (time passed, content changed)."""
+        """Re-evaluate: drain owed aborts, stamp what children did, cascade, propagate."""
+        actor = actor or Actor.system()
+        state = await self.get_instance(instance_id)
+        state = await self._drain_condemned(state, actor)
         return await self._verb(instance_id, "tick", actor, verbs.plan_hop)
 
     async def abort_instance(
@@ -333,9 +374,13 @@ class Engine:
         actor: Actor | None = None,
     ) -> OperationResult:
         verb = verbs.AbortInstance(reason, idempotency_key)
+        actor = actor or Actor.system()
         result = await self._verb(instance_id, "abortInstance", actor,
                                   lambda s, c: verbs.plan_abort(s, verb, c), cascade=False)
-        await self._drain_condemned(result.instance, actor or Actor.system())
+        # a retried abort of a terminal instance still drains and propagates (§5.11)
+        instance = await self._drain_condemned(result.instance, actor)
+        await self._after(instance)
+        result.instance = instance
         return result
 
     async def set_stage(
@@ -534,7 +579,10 @@ class Engine:
         cascade: bool = True,
     ) -> OperationResult:
         actor = actor or Actor.system()
-        mutation = await self._commit(instance_id, name, actor, planner)
+        if planner is verbs.plan_hop:
+            mutation = await self._hop(instance_id, name, actor)
+        else:
+            mutation = await self._commit(instance_id, name, actor, planner)
         if not cascade:
             return OperationResult(mutation.instance, mutation.changed, 0,
                                    mutation.instance.nextEvaluationAt)
@@ -551,15 +599,141 @@ class Engine:
                 await self._write(mutation, state.rev_, session)
             return mutation
 
-        return await self.lake.transaction(callback, verb=name)
+        mutation = await self.lake.transaction(callback, verb=name)
+        await self._after_commit(mutation)
+        return mutation
 
-    async def _cascade(self, first: Mutation, actor: Actor) -> OperationResult:
-        """Drive hops after a verb's commit until one moves nothing."""
+    async def _observing(self, instance_id: str, name: str, actor: Actor,
+                         planner: ObservingPlanner, gather: Gather) -> Mutation:
+        """A commit whose plan also gets what ``gather`` read about children, in-transaction."""
+
+        async def callback(session: AsyncClientSession) -> Mutation:
+            state = await self._load(instance_id, session)
+            seen = await gather(state, session)
+            mutation = await self._plan(lambda ctx: planner(state, ctx, seen), actor, session)
+            if mutation.dirty:
+                await self._write(mutation, state.rev_, session)
+            return mutation
+
+        mutation = await self.lake.transaction(callback, verb=name)
+        await self._after_commit(mutation)
+        return mutation
+
+    async def _hop(self, instance_id: str, name: str, actor: Actor) -> Mutation:
+        """One cascade hop that first stamps what the instance's children did."""
+        return await self._observing(instance_id, name, actor, verbs.plan_hop,
+                                     self._gather_children)
+
+    async def _gather_children(self, state: Instance, session: AsyncClientSession
+                               ) -> list[Observation]:
+        """Children owing this instance a stamp, and live rows whose child is gone.
+
+        Reads only the children that changed (their ``propagateTo`` names this
+        instance) plus one indexed count; the full child list is read only when
+        the count says a child document is missing.
+        """
+        owed = await self.lake.find({"propagateTo": state.id_}, dataset=self.dataset,
+                                    session=session, projection=OBSERVATION_FIELDS)
+        seen = [Observation.of(doc) for doc in owed]
+        live = [r for r in state.subworkflows
+                if r.resolved is None and not (state.materialising and r.seed is not None)]
+        if not live:
+            return seen
+        finishing = {o.child_id for o in seen if o.status in ("done", "aborted")}
+        expected = sum(1 for r in live if r.child_id not in finishing)
+        present = await self.lake.count({"parentInstance": state.id_, "completedAt": None},
+                                        dataset=self.dataset, session=session)
+        if present >= expected:
+            return seen
+        ids = [r.child_id for r in live]
+        exists: set[str] = set()
+        for start in range(0, len(ids), 500):
+            found = await self.lake.find({"_id": {"$in": ids[start:start + 500]}},
+                                         dataset=self.dataset, session=session,
+                                         projection={"_id": 1})
+            exists |= {str(doc["_id"]) for doc in found}
+        seen.extend(Observation.missing(r.child_id) for r in live if r.child_id not in exists)
+        return seen
+
+    async def _after_commit(self, mutation: Mutation) -> None:
+        """Post-commit work of a spawn: create the children that did not fit the transaction."""
+        if not mutation.creates:
+            return
+        self.faults.check("after-spawn-commit")
+        rest = mutation.creates[self.limits.spawn_txn:]
+        if not rest:
+            return
+        await self._materialise(mutation.instance.id_, rest)
+
+    async def _materialise(self, parent_id: str, documents: list[dict[str, Any]]) -> None:
+        """Create children in idempotent batches (an existing id is already there)."""
+        size = max(1, self.limits.spawn_txn)
+        for start in range(0, len(documents), size):
+            if start:
+                self.faults.check("mid-materialise")
+            await self._insert_missing(documents[start:start + size])
+        try:
+            await self.lake.update(parent_id, {"$unset": {"materialising": "",
+                                                          "subworkflows.$[].seed": ""}},
+                                   dataset=self.dataset)
+        except RevisionConflict:  # the parent vanished; nothing to mark
+            pass
+
+    async def _insert_missing(self, documents: list[dict[str, Any]]) -> None:
+        from pymongo.errors import BulkWriteError
+
+        moment = self.clock()
+        stamped = [stamp_created(dict(doc), moment) for doc in documents]
+        if not stamped:
+            return
+        try:
+            await self.lake.collection(self.dataset).insert_many(stamped, ordered=False)
+        except BulkWriteError as exc:
+            errors = exc.details.get("writeErrors", [])
+            if not all(e.get("code") == 11000 for e in errors):
+                raise
+
+    async def finish_materialising(self, parent_id: str, *, actor: Actor | None = None) -> int:
+        """Create the children a large spawn registered but a crash left uncreated."""
+        actor = actor or Actor.system()
+        parent = await self.get_instance(parent_id)
+        seeded = [r for r in parent.subworkflows if r.seed is not None]
+        if not parent.materialising or not seeded:
+            return 0
+        exists: set[str] = set()
+        for start in range(0, len(seeded), 500):
+            ids = [r.child_id for r in seeded[start:start + 500]]
+            found = await self.lake.find({"_id": {"$in": ids}}, dataset=self.dataset,
+                                         projection={"_id": 1})
+            exists |= {str(doc["_id"]) for doc in found}
+        owed = [r for r in seeded if r.child_id not in exists]
+
+        def plan(ctx: PlanContext) -> Mutation:
+            documents = []
+            for row in owed:
+                assert row.seed is not None
+                child_doc = ctx.definition(row.definition, row.seed.version)
+                if child_doc is None:
+                    continue
+                child, _ = spawning.build_child(parent, child_doc, row.child_id,
+                                                row.seed.fields, row.seed.context, ctx)
+                documents.append(child.to_document())
+            return Mutation(instance=parent, creates=documents)
+
+        mutation = await self._plan(plan, actor, None)
+        await self._materialise(parent_id, mutation.creates)
+        return len(mutation.creates)
+
+    async def _cascade(self, first: Mutation, actor: Actor, *, propagate: bool = True
+                       ) -> OperationResult:
+        """Drive hops after a verb's commit until one moves nothing, then propagate."""
         moves = first.moves
         changed = first.changed
         last = first
         instance_id = first.instance.id_
-        while last.moves and not last.instance.terminal:
+        owed = await self._settle(first, actor)
+        instance = first.instance
+        while (last.moves or owed) and not last.instance.terminal:
             if moves >= self.limits.cascade_moves:
                 raise CascadeLimit(
                     f"instance {instance_id!r} moved {moves} times in one cascade",
@@ -567,14 +741,88 @@ class Engine:
                     stage=last.instance.currentStage,
                 )
             await self._drain_condemned(last.instance, actor)
-            last = await self._commit(instance_id, "cascade", actor, verbs.plan_hop)
+            last = await self._hop(instance_id, "cascade", actor)
             moves += last.moves
             changed = changed or last.changed
-        return OperationResult(last.instance, changed, moves, last.instance.nextEvaluationAt)
+            owed = await self._settle(last, actor)
+        instance = last.instance
+        if instance.owesAborts:  # a terminal move condemned onExit cohorts; drain them too
+            instance = await self._drain_condemned(instance, actor)
+        if propagate:
+            await self._after(instance)
+        return OperationResult(instance, changed, moves, instance.nextEvaluationAt)
 
-    async def _drain_condemned(self, instance: Instance, actor: Actor) -> None:
-        """Carry out aborts owed to condemned children (§5.11); the subworkflow issue's."""
-        return None
+    async def _settle(self, mutation: Mutation, actor: Actor) -> bool:
+        """Cascade the children a spawn could not settle in its plan (they spawn too)."""
+        if not mutation.settle:
+            return False
+        for child_id in mutation.settle:
+            self.faults.check("before-child-settle")
+            first = await self._hop(child_id, "cascade", actor)
+            await self._cascade(first, actor, propagate=False)
+        self.faults.check("before-batch-stamp")
+        return True
+
+    async def _after(self, instance: Instance) -> None:
+        """A child whose parent is owed a stamp asks for a propagation round."""
+        if instance.propagateTo is None:
+            return
+        self.faults.check("before-propagation")
+        await self.propagator.request(instance.propagateTo)
+
+    async def _round(self, parent_id: str) -> None:
+        """One propagation round: stamp the parent's rows, cascade it, propagate further."""
+        try:
+            await self._verb(parent_id, "propagate", Actor.system(), verbs.plan_hop)
+        except InstanceNotFound:  # the parent is gone: the children stop telling it
+            await self.lake.collection(self.dataset).update_many(
+                {"propagateTo": parent_id},
+                {"$unset": {"propagateTo": "", "propagateToken": ""}})
+
+    async def settle_propagation(self) -> None:
+        """Wait until no propagation round is running in this process (background mode)."""
+        await self.propagator.idle()
+
+    async def _drain_condemned(self, instance: Instance, actor: Actor,
+                               visited: set[str] | None = None) -> Instance:
+        """Carry out aborts owed to condemned children, depth-first, then stamp them (§5.11)."""
+        rows = condemned(instance)
+        if not rows:
+            return instance
+        self.faults.check("before-drain")
+        visited = visited if visited is not None else set()
+        visited.add(instance.id_)
+        for row in rows:
+            child_id = row.child_id
+            if child_id in visited:
+                continue
+            assert row.abortPending is not None
+            verb = verbs.AbortInstance(row.abortPending.reason)
+
+            def abort(state: Instance, ctx: PlanContext,
+                      verb: verbs.AbortInstance = verb) -> Mutation:
+                return verbs.plan_abort(state, verb, ctx)
+
+            try:
+                aborted = await self._commit(child_id, "abortInstance", actor, abort)
+            except InstanceNotFound:
+                continue
+            await self._drain_condemned(aborted.instance, actor, visited)
+        ids = [row.child_id for row in rows]
+
+        async def gather(state: Instance, session: AsyncClientSession) -> list[Observation]:
+            found = await self.lake.find({"_id": {"$in": ids}}, dataset=self.dataset,
+                                         session=session, projection=OBSERVATION_FIELDS)
+            by_id = {str(doc["_id"]): doc for doc in found}
+            return [Observation.of(by_id[i]) if i in by_id else Observation.missing(i)
+                    for i in ids]
+
+        try:
+            stamped = await self._observing(instance.id_, "drain", actor, verbs.plan_observe,
+                                            gather)
+        except InstanceNotFound:
+            return instance
+        return stamped.instance
 
     async def _load(self, instance_id: str, session: AsyncClientSession) -> Instance:
         document = await self.lake.get(instance_id, dataset=self.dataset, session=session)
@@ -586,7 +834,7 @@ class Engine:
         return PlanContext(
             now=now, actor=actor, dataset=self.dataset, documents=reads.documents,
             absent=reads.absent, query_results=reads.queries, limits=self.limits,
-            new_key=self.new_key,
+            new_key=self.new_key, definitions=reads.definitions,
         )
 
     async def _plan(
@@ -623,6 +871,14 @@ class Engine:
         elif isinstance(need, NeedsLakeQuery):
             reads.queries[need.cache_key] = await self._run_query(need.query, need.params,
                                                                   session)
+        elif isinstance(need, NeedsDefinition):
+            if need.version is None:
+                definition = await self._latest_definition(need.name, session)
+            else:
+                definition = await self.lake.get(
+                    deploying.definition_id(need.name, need.version), dataset=self.dataset,
+                    session=session)
+            reads.definitions[(need.name, need.version)] = definition
 
     async def _run_query(self, query: str, params: dict[str, Any],
                          session: AsyncClientSession | None) -> Any:
@@ -639,6 +895,8 @@ class Engine:
 
     async def _write(self, mutation: Mutation, expected_rev: str | None,
                      session: AsyncClientSession) -> None:
+        if mutation.creates:
+            self.faults.check("before-spawn-commit")
         document = mutation.instance.to_document()
         if mutation.insert:
             stored = await self.lake.create(document, dataset=self.dataset, session=session)
@@ -649,7 +907,16 @@ class Engine:
         mutation.instance.createdAt_ = stored.get("_createdAt")
         mutation.instance.updatedAt_ = stored.get("_updatedAt")
         if mutation.creates:
-            await self.lake.create_many(mutation.creates, dataset=self.dataset, session=session)
+            await self.lake.create_many(mutation.creates[:self.limits.spawn_txn],
+                                        dataset=self.dataset, session=session)
+        if mutation.clears:
+            # honoured propagation tokens; a child that changed again keeps its new one
+            await self.lake.collection(self.dataset).update_many(
+                {"$or": [{"_id": cid, "propagateToken": token}
+                         for cid, token in mutation.clears]},
+                {"$unset": {"propagateTo": "", "propagateToken": ""},
+                 "$set": {"_rev": new_rev()}},
+                session=session)
         for stamp in mutation.stamps:
             await self.lake.patch(stamp.document_id, stamp.update, dataset=self.dataset,
                                   session=session, array_filters=stamp.array_filters)

@@ -123,8 +123,16 @@ class ObservedChild(Part):
     at: str
 
 
+class SpawnSeed(Part):
+    """What rebuilds a child that a large spawn registered but did not create yet."""
+
+    version: int
+    fields: dict[str, Any] = Field(default_factory=dict)
+    context: dict[str, Any] = Field(default_factory=dict)
+
+
 class SubworkflowEntry(Part):
-    """One row of the workflow-scope registry (§3.5); filled by the subworkflow issue."""
+    """One row of the workflow-scope registry (§3.5) plus what ``$subworkflows`` reads."""
 
     key_: str = Field(alias="_key")
     activity: str
@@ -138,6 +146,15 @@ class SubworkflowEntry(Part):
     abortPending: AbortPending | None = None
     resolved: ResolvedRow | None = None
     observed: ObservedChild | None = None
+    seed: SpawnSeed | None = None  # set while the child may still need materialising
+
+    @property
+    def child_id(self) -> str:
+        return self.ref.id.split(":", 2)[-1]
+
+    @property
+    def live(self) -> bool:
+        return self.resolved is None
 
 
 class ContextEntry(Part):
@@ -229,6 +246,13 @@ class Instance(Part):
     nextEvaluationAt: str | None = None
     watch: list[str] = Field(default_factory=list)
     startedBy: ActorModel | None = None
+    # kinflow's persisted repair hints (indexed; the heartbeat finds owed work by them)
+    parentInstance: str | None = None  # the direct parent's document id, for spawned children
+    propagateTo: str | None = None  # a parent whose row for this child is owed a stamp
+    propagateToken: str | None = None  # which change that stamp carries (cleared by it)
+    owesAborts: bool | None = None  # live rows are condemned and not drained yet
+    materialising: bool | None = None  # a large spawn's children are still being created
+    effectsDueAt: str | None = None  # earliest pending effect to run or lease to take over
 
     # ---- derived facts ----
 
@@ -258,6 +282,20 @@ class Instance(Part):
     def definition_model(self) -> WorkflowDefinition:
         """The pinned definition every evaluation of this instance uses."""
         return parse_snapshot(self.definitionSnapshot)
+
+    @property
+    def observable(self) -> tuple[str, str | None]:
+        """What a parent's ``$subworkflows`` row reads: (status, stage)."""
+        status = "aborted" if self.abortedAt else "done" if self.completedAt else "active"
+        return status, self.currentStage if self.primed else None
+
+    @property
+    def parent_id(self) -> str | None:
+        """The direct parent's document id (from the last ancestor)."""
+        if self.parentInstance:
+            return self.parentInstance
+        ref = self.parent_ref
+        return ref.id.split(":", 2)[-1] if ref is not None else None
 
     @property
     def parent_ref(self) -> Ref | None:

@@ -38,6 +38,7 @@ from kinflow.define.models import (
 from kinflow.engine import effects as fx
 from kinflow.engine.actions import fire
 from kinflow.engine.cascade import hop, next_evaluation_at
+from kinflow.engine.cohorts import Observation, apply_observations, condemned
 from kinflow.engine.conditions import Renderer
 from kinflow.engine.context import PlanContext, iso
 from kinflow.engine.errors import (
@@ -90,24 +91,47 @@ class _Commit:
         if hop(self.m, self.definition, self.ctx).moved:
             self.moves += 1
 
-    def finish(self, *, replay: bool = False, insert: bool = False, result: Any = None
-               ) -> Mutation:
+    def finish(self, *, replay: bool = False, insert: bool = False, result: Any = None,
+               clears: list[tuple[str, str]] | None = None) -> Mutation:
         m = self.m
         after = m.to_json()
         changed = insert or _state_differs(self.before, after)
         if changed:
             m.lastChangedAt = self.ctx.now_iso
         finalise(m, self.definition, self.ctx)
-        dirty = (changed or self.before.get("nextEvaluationAt") != m.nextEvaluationAt
-                 or self.before.get("watch", []) != m.watch)
+        if self.moves and not m.terminal:
+            m.nextEvaluationAt = self.ctx.now_iso  # a hop is owed: the heartbeat finishes it
+        if self.ctx.creates and len(self.ctx.creates) > self.ctx.limits.spawn_txn:
+            m.materialising = True
+        if m.parent_id is not None and (insert or _observable(self.before) != m.observable):
+            m.propagateTo = m.parent_id  # the parent's row for this child is owed a stamp
+            m.propagateToken = self.ctx.new_key()
+        dirty = changed or any(self.before.get(k) != after_value
+                               for k, after_value in _hints(m).items())
         return Mutation(
             instance=m, insert=insert, changed=changed, dirty=dirty, moves=self.moves,
+            creates=list(self.ctx.creates), settle=list(self.ctx.settle),
             effects_queued=[p for p in m.pendingEffects if p.key_ not in self.effects_start],
             history=m.history[self.history_start:], replay=replay, result=result,
+            clears=clears or [],
         )
 
 
-_DERIVED = ("lastChangedAt", "nextEvaluationAt", "watch", "_rev", "_createdAt", "_updatedAt")
+_DERIVED = ("lastChangedAt", "nextEvaluationAt", "watch", "_rev", "_createdAt", "_updatedAt",
+            "propagateTo", "propagateToken", "owesAborts", "effectsDueAt", "materialising")
+
+
+def _hints(m: Instance) -> dict[str, Any]:
+    return {"nextEvaluationAt": m.nextEvaluationAt, "watch": m.watch or [],
+            "propagateTo": m.propagateTo, "propagateToken": m.propagateToken,
+            "owesAborts": m.owesAborts, "effectsDueAt": m.effectsDueAt,
+            "materialising": m.materialising}
+
+
+def _observable(before: dict[str, Any]) -> tuple[str, str | None]:
+    status = ("aborted" if before.get("abortedAt") else
+              "done" if before.get("completedAt") else "active")
+    return status, before.get("currentStage") if before.get("stages") else None
 
 
 def _state_differs(before: dict[str, Any], after: dict[str, Any]) -> bool:
@@ -121,6 +145,8 @@ def finalise(m: Instance, definition: WorkflowDefinition, ctx: PlanContext) -> N
     due = next_evaluation_at(m, definition, ctx)
     m.nextEvaluationAt = iso(due) if due is not None else None
     m.watch = reference_ids(m)
+    m.owesAborts = True if condemned(m) else None
+    m.effectsDueAt = fx.effects_due_at(m)
 
 
 # ---- start ----
@@ -256,18 +282,30 @@ def plan_resume(state: Instance, verb: StartInstance, ctx: PlanContext) -> Mutat
 # ---- cascade hops ----
 
 
-def plan_hop(state: Instance, ctx: PlanContext) -> Mutation:
+def plan_hop(state: Instance, ctx: PlanContext,
+             observations: list[Observation] | None = None) -> Mutation:
     """One cascade hop (``tick`` and every hop after a verb's own commit).
 
-    An instance left unprimed by a crash between create and prime is primed
-    first (kinflow's crash repair; the reference only primes on a resumed start).
+    What the runner observed about children is stamped on their rows first, so
+    the hop's gates see it. An instance left unprimed by a crash between create
+    and prime is primed first (kinflow's crash repair; the reference only primes
+    on a resumed start).
     """
     commit = _Commit(state, ctx)
+    clears = apply_observations(commit.m, ctx, observations or [])
     if not commit.m.primed and not commit.m.abortedAt:
         prime(commit.m, commit.definition, ctx)
     if commit.m.primed:
         commit.cascade_once()
-    return commit.finish()
+    return commit.finish(clears=clears)
+
+
+def plan_observe(state: Instance, ctx: PlanContext,
+                 observations: list[Observation]) -> Mutation:
+    """Stamp rows from observations only (the drain's stamp; no hop)."""
+    commit = _Commit(state, ctx)
+    clears = apply_observations(commit.m, ctx, observations)
+    return commit.finish(clears=clears)
 
 
 # ---- fire_action ----

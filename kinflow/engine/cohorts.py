@@ -1,0 +1,106 @@
+"""Keeping registry rows true to their children (engine-model §5.9-5.12).
+
+This module owns how what the runner observed about children lands on the
+parent's rows, purely. An ``Observation`` is one child's status and stage as
+read from its document (or ``missing`` when the document is gone). Applying
+observations to a parent:
+
+* a terminal child stamps ``resolved`` on its live row, once, with a
+  ``subworkflowResolved`` history row; a resolved row is never changed again;
+* a live child refreshes the row's ``observed`` (what ``$subworkflows``
+  reads for ``status``/``stage``), so parent gates never read child documents;
+* a missing child resolves its live row as ``aborted`` with detail
+  ``child-missing`` (kinflow's ADD 1: no wedged gates), recorded once;
+* a child with no row in this parent is recorded as ``subworkflowOrphaned``
+  once per child, and changes no row.
+
+It also answers which rows are condemned and still owed an abort.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kinflow.engine.context import PlanContext
+from kinflow.engine.history import record
+from kinflow.engine.state import Instance, ObservedChild, ResolvedRow, SubworkflowEntry
+
+MISSING = "missing"
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One child as last read: ``status`` is active/done/aborted, or ``missing``."""
+
+    child_id: str
+    status: str
+    stage: str | None = None
+    completed_at: str | None = None
+    token: str | None = None  # the child's pending-propagation token this clears
+
+    @classmethod
+    def of(cls, document: dict[str, object]) -> Observation:
+        aborted, completed = document.get("abortedAt"), document.get("completedAt")
+        status = "aborted" if aborted else "done" if completed else "active"
+        stage = document.get("currentStage")
+        token = document.get("propagateToken")
+        return cls(str(document["_id"]), status, stage if isinstance(stage, str) else None,
+                   completed if isinstance(completed, str) else None,
+                   token if isinstance(token, str) else None)
+
+    @classmethod
+    def missing(cls, child_id: str) -> Observation:
+        return cls(child_id, MISSING)
+
+
+OBSERVATION_FIELDS = {"_id": 1, "currentStage": 1, "completedAt": 1, "abortedAt": 1,
+                      "propagateToken": 1}
+
+
+def rows_by_child(instance: Instance) -> dict[str, SubworkflowEntry]:
+    return {row.child_id: row for row in instance.subworkflows}
+
+
+def condemned(instance: Instance) -> list[SubworkflowEntry]:
+    """Live rows owed an abort (``abortPending`` and no ``resolved``)."""
+    return [r for r in instance.subworkflows if r.resolved is None and r.abortPending is not None]
+
+
+def apply_observations(instance: Instance, ctx: PlanContext,
+                       observations: list[Observation]) -> list[tuple[str, str]]:
+    """Stamp rows from observations; returns (child id, token) pairs now honoured."""
+    rows = rows_by_child(instance)
+    honoured: list[tuple[str, str]] = []
+    for seen in observations:
+        row = rows.get(seen.child_id)
+        if seen.token is not None:
+            honoured.append((seen.child_id, seen.token))
+        if row is None:
+            if seen.status != MISSING:
+                _orphan(instance, ctx, seen.child_id)
+            continue
+        if row.resolved is not None:
+            continue
+        if seen.status == MISSING:
+            row.resolved = ResolvedRow(at=ctx.now_iso, aborted=True, detail="child-missing")
+            record(instance, ctx, "subworkflowResolved", activity=row.activity,
+                   instanceRef=row.ref.to_json(), status="aborted", detail="child-missing")
+            continue
+        row.observed = ObservedChild(status=seen.status, stage=seen.stage,
+                                     at=ctx.now_iso)
+        if seen.status in ("done", "aborted"):
+            row.resolved = ResolvedRow(at=seen.completed_at or ctx.now_iso, stage=seen.stage,
+                                       aborted=True if seen.status == "aborted" else None)
+            record(instance, ctx, "subworkflowResolved", activity=row.activity,
+                   instanceRef=row.ref.to_json(), status=seen.status)
+    return honoured
+
+
+def _orphan(instance: Instance, ctx: PlanContext, child_id: str) -> None:
+    uri = ctx.gdr(child_id)
+    for past in instance.history:
+        if past.get("_type") == "subworkflowOrphaned" and (
+                past.get("instanceRef") or {}).get("id") == uri:
+            return
+    record(instance, ctx, "subworkflowOrphaned", instanceRef={"id": uri},
+           detail="the child names this instance as its parent but has no registry row here")

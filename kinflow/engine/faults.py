@@ -1,0 +1,50 @@
+"""Fault points: named places in the runner where a test can simulate a crash.
+
+The runner calls ``faults.check("<point>")`` at each step of engine-model
+§5.14's crash windows. Unarmed (production), a check is a dictionary lookup
+that does nothing. A test arms a point to raise ``InjectedFault`` the next
+``times`` it is reached, so the real code path stops exactly there, with the
+lake left as a crash would leave it; then it runs the heartbeat and checks the
+repair. Nothing here mocks the lake.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kinflow.engine.errors import InjectedFault
+
+POINTS = frozenset({
+    "before-spawn-commit",  # window 1: the spawning commit is planned, not written
+    "after-spawn-commit",  # window 2: cohort written, children not settled
+    "before-child-settle",  # window 3: a child created primed, its first cascade not run
+    "before-batch-stamp",  # window 4: children settled, parent rows not stamped
+    "before-propagation",  # window 5: a child's commit landed, the parent not told
+    "before-drain",  # window 6: rows condemned, owed aborts not carried out
+    "mid-materialise",  # a large cohort registered, some children not created yet
+})
+
+
+@dataclass
+class Faults:
+    """Armed fault points of one engine (empty in production)."""
+
+    armed: dict[str, int] = field(default_factory=dict)
+    hits: dict[str, int] = field(default_factory=dict)
+
+    def arm(self, point: str, times: int = 1) -> None:
+        if point not in POINTS:
+            raise ValueError(f"unknown fault point {point!r}")
+        self.armed[point] = times
+
+    def disarm(self) -> None:
+        self.armed.clear()
+
+    def check(self, point: str) -> None:
+        """Raise ``InjectedFault`` if ``point`` is armed (and count the hit)."""
+        remaining = self.armed.get(point, 0)
+        if remaining <= 0:
+            return
+        self.armed[point] = remaining - 1
+        self.hits[point] = self.hits.get(point, 0) + 1
+        raise InjectedFault(f"injected fault at {point}", point=point)

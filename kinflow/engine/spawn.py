@@ -1,0 +1,298 @@
+"""Spawning a cohort: one child workflow per ``forEach`` row (engine-model §5.2-5.4).
+
+This module owns what a spawn does inside the parent's commit, purely:
+
+1. refuse past the depth limit (``spawn-depth-exceeded``);
+2. resolve the child definition *before* reading rows
+   (``spawn-definition-unresolved``);
+3. discover rows: ``forEach`` with ``*`` reads the lake (through the
+   ``NeedsLakeQuery`` handshake), otherwise it is evaluated in memory over
+   workflow-scope variables; array = rows, null = none, else one row;
+   more than ``limits.fan_out`` rows is ``fan-out-limit``;
+4. key the rows (``row_key``; ``spawn-row-identity`` on a missing or
+   duplicate identity);
+5. adopt live rows of the same (activity, action, definition) whose key is
+   rediscovered into the open visit;
+6. spawn a child for every other key: project ``with`` and ``context``, build
+   the child document, prime it and run its first hops right here, so the
+   child is created *settled* and its registry row already carries what
+   ``$subworkflows`` reads (``observed``, and ``resolved`` when the child
+   finished at once). A child whose first hop would spawn grandchildren is
+   created primed and listed in ``ctx.settle``: the runner cascades it after
+   the commit, before the parent reacts.
+
+Child ids are deterministic (``child_id``): a hash of (parent id, stage entry
+key, activity, action, row key), so a retried or repaired spawn can never
+create a second child for a row. The documents go to ``ctx.creates``; the
+runner writes them in the parent's transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import replace
+from typing import Any
+
+from kinflow import groq
+from kinflow.define import sites
+from kinflow.define.models import Action, SpawnBlock, WorkflowDefinition
+from kinflow.engine.conditions import Renderer
+from kinflow.engine.context import PlanContext
+from kinflow.engine.errors import (
+    FanOutLimit,
+    SpawnDefinitionUnresolved,
+    SpawnDepthExceeded,
+    SpawnHandoffInvalid,
+    SpawnRowIdentity,
+)
+from kinflow.engine.history import record
+from kinflow.engine.state import (
+    INSTANCE_TYPE,
+    Instance,
+    ObservedChild,
+    ResolvedRow,
+    SpawnSeed,
+    StageEntry,
+    SubworkflowEntry,
+)
+from kinflow.storage.gdr import is_gdr
+
+
+class SpawnDeferred(Exception):
+    """A child's first hop wants to spawn: leave that hop to the runner."""
+
+
+# ---- identity ----
+
+
+def row_key(value: Any) -> str:
+    """The identity of one ``forEach`` row (§5.3)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+    if isinstance(value, dict):
+        for key in ("_key", "_id"):
+            found = value.get(key)
+            if isinstance(found, str) and found:
+                return found
+        if is_gdr(value.get("id")) and "type" in value:
+            return str(value["id"])
+    raise SpawnRowIdentity(
+        "a forEach row needs an identity: a string, number or boolean, or an object with "
+        "_key or _id (project one, e.g. {_id, title})",
+        row=json.dumps(value, default=str)[:200], reason="missing-identity",
+    )
+
+
+def child_id(parent_id: str, entry_key: str, activity: str, action: str, key: str,
+             taken: set[str] | frozenset[str] = frozenset()) -> str:
+    """Deterministic child id; a same-visit respawn of a resolved key gets the next suffix."""
+    material = "\x1f".join((parent_id, entry_key, activity, action, key)).encode()
+    base = "instance.c" + hashlib.sha256(material).hexdigest()[:24]
+    candidate, n = base, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
+
+
+def keyed_rows(rows: list[Any]) -> list[tuple[str, Any]]:
+    """Rows with their keys; a key seen twice is ``spawn-row-identity``."""
+    seen: set[str] = set()
+    out: list[tuple[str, Any]] = []
+    for value in rows:
+        key = row_key(value)
+        if key in seen:
+            raise SpawnRowIdentity(f"two forEach rows share the identity {key!r}",
+                                   rowKey=key, reason="duplicate")
+        seen.add(key)
+        out.append((key, value))
+    return out
+
+
+# ---- the spawn step of an action ----
+
+
+def spawn(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext, activity: str,
+          action: Action) -> None:
+    """Apply ``action.spawn`` to the in-memory parent (§5.2)."""
+    block = action.spawn
+    assert block is not None
+    if not ctx.spawn_allowed:
+        raise SpawnDeferred()
+    depth = len(instance.ancestors) + 1
+    if depth > ctx.limits.spawn_depth:
+        raise SpawnDepthExceeded(
+            f"instance {instance.id_!r} is {len(instance.ancestors)} levels deep; spawning "
+            f"would exceed the depth limit of {ctx.limits.spawn_depth}",
+            instanceId=instance.id_, depth=depth, limit=ctx.limits.spawn_depth,
+        )
+    entry = instance.open_entry()
+    if entry is None:
+        raise SpawnHandoffInvalid("spawning needs an open stage visit", instanceId=instance.id_)
+    version = block.definition.version if isinstance(block.definition.version, int) else None
+    child_doc = ctx.definition(block.definition.name, version)
+    if child_doc is None:
+        raise SpawnDefinitionUnresolved(
+            f"child definition {block.definition.name!r} is not deployed",
+            definition=block.definition.name, version=version,
+        )
+    renderer = Renderer(instance, definition, ctx)
+    rows = keyed_rows(discover(instance, renderer, block, ctx))
+    if len(rows) > ctx.limits.fan_out:
+        raise FanOutLimit(
+            f"forEach returned {len(rows)} rows; the limit is {ctx.limits.fan_out}",
+            rows=len(rows), limit=ctx.limits.fan_out, activity=activity, action=action.name,
+        )
+    live = {
+        row.rowKey: row for row in instance.subworkflows
+        if row.activity == activity and row.action == action.name
+        and row.definition == block.definition.name and row.resolved is None
+        and row.abortPending is None
+    }
+    for key, _ in rows:
+        row = live.get(key)
+        if row is not None and row.stageEntry != entry.key_:
+            row.stageEntry, row.cohortStage = entry.key_, entry.name
+            record(instance, ctx, "subworkflowAdopted", activity=activity,
+                   instanceRef=row.ref.to_json(), rowKey=key)
+    fresh = [(key, value) for key, value in rows if key not in live]
+    if not fresh:
+        return
+    context = _context_values(renderer, block, activity, ctx)
+    taken = {row.child_id for row in instance.subworkflows}
+    seeded = len(fresh) > ctx.limits.spawn_txn if ctx.limits.spawn_txn else False
+    for key, value in fresh:
+        inputs = _with_values(renderer, block, activity, value, ctx, child_doc)
+        new_id = child_id(instance.id_, entry.key_, activity, action.name, key, taken)
+        taken.add(new_id)
+        child, owed = build_child(instance, child_doc, new_id, inputs, context, ctx)
+        ctx.creates.append(child.to_document())
+        if owed:
+            ctx.settle.append(new_id)
+        _register(instance, ctx, entry, activity, action.name, block, key, child,
+                  SpawnSeed(version=int(child_doc.get("version", 1)), fields=inputs,
+                            context=context) if seeded else None)
+
+
+def discover(instance: Instance, renderer: Renderer, block: SpawnBlock,
+             ctx: PlanContext) -> list[Any]:
+    """The rows ``forEach`` yields: array = rows, null = none, anything else = one row."""
+    variables = renderer.variables(sites.SPAWN_FOR_EACH)
+    text = block.forEach
+    try:
+        read = groq.free_parameters(text)
+    except groq.GroqError:
+        read = set(variables)
+    params = {name: variables[name] for name in read if name in variables}
+    if "*" in text:
+        value = ctx.lake_query(text, params)
+    else:
+        try:
+            value = groq.evaluate(text, params=params, root=instance.to_json(), now=ctx.now)
+        except groq.GroqError:
+            value = None
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _with_values(renderer: Renderer, block: SpawnBlock, activity: str, row: Any,
+                 ctx: PlanContext, child_doc: dict[str, Any]) -> dict[str, Any]:
+    declared = {f.get("name"): f for f in child_doc.get("fields") or []
+                if isinstance(f, dict)}
+    values: dict[str, Any] = {}
+    for name, text in (block.with_ or {}).items():
+        entry = declared.get(name)
+        source = (entry or {}).get("initialValue") or {}
+        if entry is None or source.get("type") != "input":
+            raise SpawnHandoffInvalid(
+                f"with.{name}: the child has no input field {name!r}", field=name,
+                reason="unconsumable-field",
+            )
+        value = renderer.value(text, sites.SPAWN_WITH, activity, actor=ctx.actor, row=row)
+        if value is not None:
+            values[name] = value
+    return values
+
+
+def _context_values(renderer: Renderer, block: SpawnBlock, activity: str,
+                    ctx: PlanContext) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name, text in (block.context or {}).items():
+        value = renderer.value(text, sites.SPAWN_CONTEXT, activity, actor=ctx.actor)
+        if value is None:
+            continue
+        if isinstance(value, dict) and is_gdr(value.get("id")):
+            value = {"id": value["id"], "type": value.get("type")}
+        elif not isinstance(value, str | int | float | bool):
+            raise SpawnHandoffInvalid(
+                f"context.{name} must be a scalar or a reference {{id, type}}",
+                name=name, reason="context-kind",
+            )
+        values[name] = value
+    return values
+
+
+def build_child(parent: Instance, child_doc: dict[str, Any], new_id: str,
+                inputs: dict[str, Any], context: dict[str, Any], ctx: PlanContext
+                ) -> tuple[Instance, bool]:
+    """The child document, primed and settled as far as a pure plan can take it.
+
+    Returns the child and whether the runner still owes its cascade (its first
+    hop wants to spawn, or it hit the move limit).
+    """
+    from kinflow.engine.cascade import hop
+    from kinflow.engine.stages import prime
+    from kinflow.engine.verbs import StartInstance, finalise, plan_create
+
+    ancestors = [*(a.to_json() for a in parent.ancestors),
+                 {"id": ctx.gdr(parent.id_), "type": INSTANCE_TYPE}]
+    verb = StartInstance(child_doc, inputs, new_id, context, ancestors)
+    child = plan_create(verb, ctx)
+    child.parentInstance = parent.id_
+    model = child.definition_model()
+    prime(child, model, ctx)
+    settled = json.loads(json.dumps(child.to_json()))
+    child_ctx = replace(ctx, spawn_allowed=False, creates=[], settle=[])
+    owed = False
+    try:
+        moves = 0
+        while not child.terminal and hop(child, model, child_ctx).moved:
+            moves += 1
+            if moves >= ctx.limits.cascade_moves:
+                owed = True
+                break
+    except SpawnDeferred:
+        child = Instance.model_validate(settled)
+        owed = True
+    finalise(child, model, ctx)
+    if owed:
+        child.nextEvaluationAt = ctx.now_iso  # the heartbeat finishes it after a crash
+    return child, owed
+
+
+def _register(instance: Instance, ctx: PlanContext, entry: StageEntry, activity: str,
+              action: str, block: SpawnBlock, key: str, child: Instance,
+              seed: SpawnSeed | None) -> None:
+    status, stage = child.observable
+    row = SubworkflowEntry.model_validate({
+        "_key": ctx.new_key(), "activity": activity, "action": action,
+        "definition": block.definition.name, "stageEntry": entry.key_,
+        "cohortStage": entry.name, "rowKey": key,
+        "ref": {"id": ctx.gdr(child.id_), "type": INSTANCE_TYPE}, "spawnedAt": ctx.now_iso,
+    })
+    row.observed = ObservedChild(status=status, stage=stage, at=ctx.now_iso)
+    row.seed = seed
+    instance.subworkflows.append(row)
+    record(instance, ctx, "spawned", activity=activity, instanceRef=row.ref.to_json(),
+           rowKey=key, actor=ctx.actor.to_json())
+    if child.terminal:
+        row.resolved = ResolvedRow(at=child.completedAt or ctx.now_iso, stage=child.currentStage,
+                                   aborted=True if child.abortedAt else None)
+        record(instance, ctx, "subworkflowResolved", activity=activity,
+               instanceRef=row.ref.to_json(), status=status)
