@@ -1,0 +1,940 @@
+// The kinflow inspector: search instances, look at one's family tree and
+// cohorts, fire its actions, and watch it all change live.
+//
+// State flows one way: GraphQL results and subscription events update the
+// `state` object, and render functions (coalesced to one per frame) redraw
+// from it. Cohort rows live in virtualised lists, so a cohort of thousands of
+// children costs a few dozen DOM nodes.
+
+import { clientFor, GraphQLError, tokenStore } from "./gql.js";
+import { coalesce, fill, h, when } from "./dom.js";
+import { VirtualList } from "./vlist.js";
+
+// ---- operations ---------------------------------------------------------
+
+const INSTANCE = "id definition version status currentStage lastChangedAt";
+const ROW = "rowKey activity action definition current status stage condemned childId spawnedAt";
+const DETAIL = `${INSTANCE} startedAt completedAt abortedAt fields
+  parent { id definition }
+  activities { name status firedActions }
+  availableActions { activity action enabled reason params }
+  pendingEffects { key name claimed queuedAt }
+  history(last: 10) { type at }`;
+
+const Q = {
+  definitions: `query { definitions { name title version lifecycle document } }`,
+  search: `query Search($where: InstanceFilter, $after: String) {
+    instances(where: $where, first: 50, after: $after) {
+      nodes { ${INSTANCE} }
+      pageInfo { hasNextPage endCursor }
+      totalCount
+    } }`,
+  focus: `query Focus($id: ID!) { instance(id: $id) {
+    ${INSTANCE}
+    ancestors { ${INSTANCE} }
+    subworkflows(currentOnly: true) { ${ROW} } } }`,
+  rows: `query Rows($id: ID!) { instance(id: $id) { id subworkflows(currentOnly: true) { ${ROW} } } }`,
+  detail: `query Detail($id: ID!) { instance(id: $id) { ${DETAIL} } }`,
+  fire: `mutation Fire($id: ID!, $activity: String!, $action: String!, $params: JSON, $key: String) {
+    fireAction(instanceId: $id, activity: $activity, action: $action, params: $params, idempotencyKey: $key) {
+      changed cascaded instance { ${DETAIL} } } }`,
+  watchInstance: `subscription WatchInstance($id: ID!) {
+    instanceChanged(id: $id) { kind at instance { ${DETAIL} } } }`,
+  watchFocus: `subscription WatchFocus($id: ID!) {
+    instanceChanged(id: $id) { kind instance { ${INSTANCE} } } }`,
+  watchChildren: `subscription WatchChildren($id: ID!) {
+    childChanged(parentId: $id) { kind row { ${ROW} } } }`,
+  watchCohort: `subscription WatchCohort($id: ID!, $activity: String!) {
+    cohortChanged(parentId: $id, activity: $activity) { activity total active done aborted settled } }`,
+  watchList: `subscription WatchList($where: InstanceFilter) {
+    instancesChanged(where: $where) { kind instance { ${INSTANCE} } } }`,
+};
+
+// ---- state --------------------------------------------------------------
+
+const ROW_HEIGHT = 30;
+
+const state = {
+  defs: new Map(), // name -> {title, lifecycle, spawns: Map(stage -> Set(activity))}
+  search: { where: {}, nodes: [], index: new Map(), cursor: null, hasNext: false, total: 0, loading: false },
+  focus: null, // {id, instance, ancestors, cohorts: Map(activity -> Cohort), error}
+  selected: null, // {id, instance, error, form}
+  expanded: new Map(), // childId -> {rows: Map, order: [], status, unsub}
+  subs: { list: null, focus: [], selected: null },
+};
+
+const el = {};
+const client = clientFor(window.location, {
+  getToken: () => tokenStore.get(),
+  onAuthRequired: (reason) => openTokenDialog(reason),
+  onStatus: (status) => {
+    el.conn.dataset.state = status;
+    el.conn.title = `live updates: ${status}`;
+    fill(el.connText, { open: "live", connecting: "connecting…", closed: "reconnecting…", refused: "token refused" }[status] || status);
+  },
+});
+
+// ---- errors -------------------------------------------------------------
+
+function showError(error, context) {
+  const code = error instanceof GraphQLError ? error.code : "error";
+  const item = h(
+    "li.error",
+    { dataset: { code } },
+    h("span.code", code),
+    h("span.message", context ? `${context}: ${error.message}` : error.message),
+    h("button.dismiss", { type: "button", title: "dismiss", onclick: () => item.remove() }, "×"),
+  );
+  el.errors.prepend(item);
+  while (el.errors.children.length > 6) el.errors.lastElementChild.remove();
+  if (!(error instanceof GraphQLError)) console.error(error);
+}
+
+function clearErrors() {
+  el.errors.replaceChildren();
+}
+
+// ---- definitions --------------------------------------------------------
+
+function spawnsOf(document) {
+  const spawns = new Map();
+  for (const stage of document.stages || []) {
+    const acts = new Set();
+    for (const activity of stage.activities || []) {
+      if ((activity.actions || []).some((action) => action.spawn)) acts.add(activity.name);
+    }
+    if (acts.size) spawns.set(stage.name, acts);
+  }
+  return spawns;
+}
+
+async function loadDefinitions() {
+  const data = await client.request(Q.definitions);
+  state.defs.clear();
+  for (const def of data.definitions) {
+    state.defs.set(def.name, { title: def.title, lifecycle: def.lifecycle, spawns: spawnsOf(def.document || {}) });
+  }
+  const current = el.defSelect.value;
+  fill(
+    el.defSelect,
+    h("option", { value: "" }, "any definition"),
+    [...state.defs.keys()].sort().map((name) => h("option", { value: name }, name)),
+  );
+  el.defSelect.value = state.defs.has(current) ? current : "";
+}
+
+function spawningActivities(instance) {
+  const def = state.defs.get(instance.definition);
+  return def ? def.spawns.get(instance.currentStage) || new Set() : new Set();
+}
+
+function maySpawn(definition) {
+  const def = state.defs.get(definition);
+  return Boolean(def && def.spawns.size);
+}
+
+// ---- small renderers ----------------------------------------------------
+
+function badge(status) {
+  const s = String(status || "").toLowerCase();
+  return h(`span.badge.status-${s}`, { dataset: { status: s } }, s);
+}
+
+function shortId(id) {
+  return id.length > 20 ? `${id.slice(0, 9)}…${id.slice(-6)}` : id;
+}
+
+function go(focusId, selectedId = focusId) {
+  const params = new URLSearchParams({ focus: focusId });
+  if (selectedId && selectedId !== focusId) params.set("sel", selectedId);
+  window.location.hash = params.toString();
+}
+
+function route() {
+  const params = new URLSearchParams(window.location.hash.slice(1));
+  return { focus: params.get("focus"), sel: params.get("sel") || params.get("focus") };
+}
+
+// ---- search -------------------------------------------------------------
+
+async function runSearch(more = false) {
+  const s = state.search;
+  if (!more) {
+    s.where = {};
+    if (el.defSelect.value) s.where.definition = el.defSelect.value;
+    if (el.statusSelect.value) s.where.status = el.statusSelect.value;
+    s.nodes = [];
+    s.index = new Map();
+    s.cursor = null;
+    watchList();
+  }
+  s.loading = true;
+  renderSearch();
+  try {
+    const data = await client.request(Q.search, { where: s.where, after: more ? s.cursor : null });
+    const page = data.instances;
+    for (const node of page.nodes) {
+      if (s.index.has(node.id)) continue;
+      s.index.set(node.id, node);
+      s.nodes.push(node);
+    }
+    s.cursor = page.pageInfo.endCursor;
+    s.hasNext = page.pageInfo.hasNextPage;
+    s.total = page.totalCount;
+  } catch (error) {
+    showError(error, "search");
+  } finally {
+    s.loading = false;
+    renderSearch();
+  }
+}
+
+function watchList() {
+  if (state.subs.list) state.subs.list();
+  const s = state.search;
+  const where = s.where;
+  state.subs.list = client.subscribe(Q.watchList, { where }, {
+    next: (data) => {
+      if (s.where !== where) return;
+      const { kind, instance } = data.instancesChanged;
+      const known = s.index.get(instance.id);
+      if (known) {
+        Object.assign(known, instance);
+      } else if (kind !== "snapshot") {
+        s.index.set(instance.id, instance);
+        s.nodes.unshift(instance);
+        s.total += 1;
+      } else {
+        return;
+      }
+      scheduleSearch();
+    },
+    error: (error) => showError(error, "live search"),
+  });
+}
+
+function renderSearch() {
+  const s = state.search;
+  const current = state.focus && state.focus.id;
+  fill(
+    el.results,
+    s.nodes.map((node) =>
+      h(
+        "li.result",
+        {
+          dataset: { id: node.id, status: node.status.toLowerCase() },
+          class: node.id === current ? "result current" : "result",
+          onclick: () => go(node.id),
+        },
+        h("div.line", h("strong", node.definition), badge(node.status)),
+        h("div.line.dim", h("span.mono", shortId(node.id)), h("span", node.currentStage)),
+      ),
+    ),
+  );
+  fill(
+    el.searchInfo,
+    s.loading ? "searching…" : `${s.nodes.length} of ${s.total} instance${s.total === 1 ? "" : "s"}`,
+  );
+  el.more.hidden = !s.hasNext;
+}
+const scheduleSearch = coalesce(renderSearch);
+
+// ---- focus: the family tree ---------------------------------------------
+
+function stopFocus() {
+  for (const stop of state.subs.focus) stop();
+  state.subs.focus = [];
+  for (const entry of state.expanded.values()) if (entry.unsub) entry.unsub();
+  state.expanded.clear();
+}
+
+async function openFocus(id) {
+  if (state.focus && state.focus.id === id && !state.focus.error) return;
+  stopFocus();
+  state.focus = { id, instance: null, ancestors: [], cohorts: new Map(), error: null, loading: true };
+  renderTree();
+  let data;
+  try {
+    data = await client.request(Q.focus, { id });
+  } catch (error) {
+    state.focus.error = error;
+    state.focus.loading = false;
+    showError(error, `open ${id}`);
+    renderTree();
+    return;
+  }
+  if (!state.focus || state.focus.id !== id) return;
+  const focus = state.focus;
+  focus.loading = false;
+  if (!data.instance) {
+    focus.error = new GraphQLError([{ message: `no instance ${id}`, extensions: { code: "instance-not-found" } }]);
+    showError(focus.error, "open");
+    renderTree();
+    return;
+  }
+  focus.instance = data.instance;
+  focus.ancestors = data.instance.ancestors;
+  for (const activity of spawningActivities(focus.instance)) ensureCohort(activity);
+  for (const row of data.instance.subworkflows) applyRow(focus, row);
+  state.subs.focus.push(
+    client.subscribe(Q.watchFocus, { id }, {
+      next: (d) => {
+        if (state.focus !== focus) return;
+        focus.instance = { ...focus.instance, ...d.instanceChanged.instance };
+        for (const activity of spawningActivities(focus.instance)) ensureCohort(activity);
+        scheduleTree();
+      },
+      error: (error) => showError(error, "live instance"),
+    }),
+    client.subscribe(Q.watchChildren, { id }, {
+      next: (d) => {
+        if (state.focus !== focus) return;
+        applyRow(focus, d.childChanged.row);
+        scheduleTree();
+      },
+      error: (error) => showError(error, "live children"),
+    }),
+  );
+  renderTree();
+  renderSearch();
+}
+
+function ensureCohort(activity) {
+  const focus = state.focus;
+  let cohort = focus.cohorts.get(activity);
+  if (cohort) return cohort;
+  cohort = {
+    activity,
+    counts: null,
+    rows: new Map(),
+    order: [],
+    filter: "",
+    list: new VirtualList({
+      rowHeight: ROW_HEIGHT,
+      maxRows: 14,
+      key: (item) => item.key,
+      render: (item) => renderTreeRow(item),
+    }),
+  };
+  focus.cohorts.set(activity, cohort);
+  state.subs.focus.push(
+    client.subscribe(Q.watchCohort, { id: focus.id, activity }, {
+      next: (d) => {
+        if (state.focus !== focus) return;
+        cohort.counts = d.cohortChanged;
+        scheduleTree();
+      },
+      error: (error) => showError(error, `live cohort ${activity}`),
+    }),
+  );
+  return cohort;
+}
+
+/** Insert or update one registry row of the focus (non-current rows leave the view). */
+function applyRow(focus, row) {
+  const cohort = ensureCohort(row.activity);
+  if (!row.current) {
+    if (cohort.rows.delete(row.childId)) cohort.order = cohort.order.filter((id) => id !== row.childId);
+    return;
+  }
+  if (!cohort.rows.has(row.childId)) {
+    cohort.order.push(row.childId);
+    cohort.unsorted = true;
+  }
+  cohort.rows.set(row.childId, row);
+}
+
+function sortCohort(cohort) {
+  cohort.unsorted = false;
+  const rows = cohort.rows;
+  cohort.order.sort((a, b) => {
+    const ra = rows.get(a);
+    const rb = rows.get(b);
+    return ra.spawnedAt < rb.spawnedAt ? -1 : ra.spawnedAt > rb.spawnedAt ? 1 : ra.rowKey.localeCompare(rb.rowKey);
+  });
+}
+
+function toggleExpand(row) {
+  const existing = state.expanded.get(row.childId);
+  if (existing) {
+    if (existing.unsub) existing.unsub();
+    state.expanded.delete(row.childId);
+    scheduleTree();
+    return;
+  }
+  const entry = { rows: new Map(), order: [], status: "loading", unsub: null };
+  state.expanded.set(row.childId, entry);
+  scheduleTree();
+  const apply = (r) => {
+    if (!r.current) {
+      if (entry.rows.delete(r.childId)) entry.order = entry.order.filter((id) => id !== r.childId);
+      return;
+    }
+    if (!entry.rows.has(r.childId)) entry.order.push(r.childId);
+    entry.rows.set(r.childId, r);
+  };
+  client
+    .request(Q.rows, { id: row.childId })
+    .then((data) => {
+      if (state.expanded.get(row.childId) !== entry) return;
+      for (const r of (data.instance && data.instance.subworkflows) || []) apply(r);
+      entry.status = "ready";
+      entry.unsub = client.subscribe(Q.watchChildren, { id: row.childId }, {
+        next: (d) => {
+          if (state.expanded.get(row.childId) !== entry) return;
+          apply(d.childChanged.row);
+          scheduleTree();
+        },
+        error: (error) => showError(error, "live grandchildren"),
+      });
+      scheduleTree();
+    })
+    .catch((error) => {
+      entry.status = "error";
+      showError(error, `children of ${row.childId}`);
+      scheduleTree();
+    });
+}
+
+function treeItems(cohort) {
+  if (cohort.unsorted) sortCohort(cohort);
+  const items = [];
+  for (const id of cohort.order) {
+    const row = cohort.rows.get(id);
+    if (cohort.filter && row.status.toLowerCase() !== cohort.filter) continue;
+    items.push({ key: id, depth: 1, row });
+    const sub = state.expanded.get(id);
+    if (!sub) continue;
+    if (sub.status !== "ready") {
+      items.push({ key: `${id}/note`, depth: 2, note: sub.status === "error" ? "could not load" : "loading…" });
+    } else if (!sub.order.length) {
+      items.push({ key: `${id}/note`, depth: 2, note: "no children" });
+    }
+    for (const gid of sub.order) items.push({ key: `${id}/${gid}`, depth: 2, row: sub.rows.get(gid) });
+  }
+  return items;
+}
+
+function renderTreeRow(item) {
+  if (item.note) return h("div.tnode.depth-2.note", h("span.toggle"), h("span.dim", item.note));
+  const row = item.row;
+  const status = row.status.toLowerCase();
+  const expandable = maySpawn(row.definition);
+  const open = state.expanded.has(row.childId);
+  const sub = state.expanded.get(row.childId);
+  const selected = state.selected && state.selected.id === row.childId;
+  return h(
+    `div.tnode.depth-${item.depth}`,
+    {
+      class: `tnode depth-${item.depth}${selected ? " selected" : ""}${row.condemned ? " condemned" : ""}`,
+      dataset: { childId: row.childId, rowKey: row.rowKey, status },
+      title: row.childId,
+      onclick: () => go(state.focus.id, row.childId),
+      ondblclick: () => go(row.childId),
+    },
+    item.depth === 1 && expandable
+      ? h(
+          "button.toggle",
+          {
+            type: "button",
+            title: open ? "hide its children" : "show its children",
+            "aria-expanded": open ? "true" : "false",
+            onclick: (event) => {
+              event.stopPropagation();
+              toggleExpand(row);
+            },
+          },
+          open ? "▾" : "▸",
+        )
+      : h("span.toggle"),
+    badge(status),
+    h("span.rowkey", row.rowKey),
+    h("span.stage", row.stage || ""),
+    row.condemned ? h("span.flag", "abort owed") : null,
+    sub && sub.status === "ready" ? h("span.mini", miniCounts(sub)) : null,
+    h("span.defn.dim", row.definition),
+  );
+}
+
+function miniCounts(sub) {
+  let done = 0;
+  for (const r of sub.rows.values()) if (r.status !== "ACTIVE") done += 1;
+  return `${done}/${sub.rows.size} settled`;
+}
+
+function progress(counts) {
+  const total = counts.total || 0;
+  const pct = (n) => (total ? `${(100 * n) / total}%` : "0%");
+  return h(
+    "div.progress",
+    {
+      role: "progressbar",
+      "aria-valuemin": "0",
+      "aria-valuemax": String(total),
+      "aria-valuenow": String(counts.done + counts.aborted),
+    },
+    h("div.seg.done", { style: { width: pct(counts.done) } }),
+    h("div.seg.aborted", { style: { width: pct(counts.aborted) } }),
+    h("div.seg.active", { style: { width: pct(counts.active) } }),
+  );
+}
+
+function localCounts(cohort) {
+  const c = { total: cohort.rows.size, active: 0, done: 0, aborted: 0, settled: false };
+  for (const row of cohort.rows.values()) c[row.status.toLowerCase()] += 1;
+  c.settled = c.total > 0 && c.active === 0;
+  return c;
+}
+
+/**
+ * Redraw one cohort in place. Its section and its list's element stay in the
+ * document across redraws: moving a scrolled element would lose its scroll position.
+ */
+function renderCohort(cohort) {
+  if (!cohort.section) {
+    cohort.header = h("header");
+    cohort.bar = h("div.bar");
+    cohort.body = h("div.body");
+    cohort.section = h("section.cohort", { dataset: { activity: cohort.activity } }, cohort.header, cohort.bar, cohort.body);
+  }
+  const c = cohort.counts || localCounts(cohort);
+  const chip = (name, n) =>
+    h(
+      `button.chip.status-${name}`,
+      {
+        type: "button",
+        dataset: { count: name, value: String(n) },
+        "aria-pressed": cohort.filter === name ? "true" : "false",
+        title: cohort.filter === name ? "show every row" : `show only ${name} rows`,
+        onclick: () => {
+          cohort.filter = cohort.filter === name ? "" : name;
+          scheduleTree();
+        },
+      },
+      h("span.n", String(n)),
+      ` ${name}`,
+    );
+  Object.assign(cohort.section.dataset, { total: String(c.total), settled: String(c.settled) });
+  fill(
+    cohort.header,
+    h("h3", "cohort ", h("span.mono", cohort.activity)),
+    h("span.counts", chip("active", c.active), chip("done", c.done), chip("aborted", c.aborted)),
+    h("span.total", h("span.n", String(c.total)), " total", c.settled ? " · settled" : ""),
+  );
+  fill(cohort.bar, progress(c));
+  const items = treeItems(cohort);
+  cohort.list.setItems(items);
+  if (items.length) {
+    if (cohort.list.el.parentNode !== cohort.body) fill(cohort.body, cohort.list.el);
+  } else {
+    fill(cohort.body, h("p.dim", cohort.filter ? `no ${cohort.filter} children` : "no children yet"));
+  }
+  return cohort.section;
+}
+
+function treeLine(instance, depth, current) {
+  return h(
+    "div.tline",
+    {
+      class: current ? "tline focus" : "tline",
+      style: { paddingLeft: `${depth * 18 + 6}px` },
+      dataset: { id: instance.id, status: instance.status.toLowerCase() },
+      onclick: () => go(instance.id),
+    },
+    badge(instance.status),
+    h("strong", instance.definition),
+    h("span.stage", instance.currentStage),
+    h("span.mono.dim", shortId(instance.id)),
+  );
+}
+
+function renderTree() {
+  const focus = state.focus;
+  if (!focus) {
+    fill(el.tree, h("p.placeholder", "Search for instances on the left, then pick one to see its family tree."));
+    return;
+  }
+  if (focus.loading) {
+    fill(el.tree, h("p.dim", `loading ${focus.id}…`));
+    return;
+  }
+  if (focus.error || !focus.instance) {
+    fill(el.tree, h("p.placeholder", `Could not open ${focus.id}.`));
+    return;
+  }
+  if (!focus.view || focus.view.parentNode !== el.tree) {
+    focus.lineage = h("div.lineage");
+    focus.cohortsEl = h("div.cohorts");
+    focus.empty = h("p.dim", "no cohorts in this stage");
+    focus.view = h("div.family", h("h2", "Family tree"), focus.lineage, focus.empty, focus.cohortsEl);
+    fill(el.tree, focus.view);
+  }
+  const lines = focus.ancestors.map((a, i) => treeLine(a, i, false));
+  lines.push(treeLine(focus.instance, focus.ancestors.length, true));
+  fill(focus.lineage, lines);
+  focus.cohortsEl.style.marginLeft = `${(focus.ancestors.length + 1) * 18}px`;
+  focus.empty.hidden = focus.cohorts.size > 0;
+  for (const cohort of focus.cohorts.values()) {
+    const section = renderCohort(cohort);
+    if (section.parentNode !== focus.cohortsEl) focus.cohortsEl.appendChild(section);
+  }
+}
+const scheduleTree = coalesce(renderTree);
+
+// ---- selected instance: details and actions -----------------------------
+
+async function openSelected(id) {
+  if (state.selected && state.selected.id === id && !state.selected.error) return;
+  if (state.subs.selected) state.subs.selected();
+  const selected = { id, instance: null, error: null, form: null, busy: false, note: "" };
+  state.selected = selected;
+  renderDetail();
+  scheduleTree();
+  state.subs.selected = client.subscribe(Q.watchInstance, { id }, {
+    next: (d) => {
+      if (state.selected !== selected) return;
+      selected.instance = d.instanceChanged.instance;
+      selected.error = null;
+      scheduleDetail();
+    },
+    error: (error) => {
+      if (state.selected !== selected) return;
+      selected.error = error;
+      showError(error, `watch ${id}`);
+      scheduleDetail();
+    },
+  });
+  try {
+    const data = await client.request(Q.detail, { id });
+    if (state.selected !== selected) return;
+    if (!data.instance) {
+      selected.error = new GraphQLError([{ message: `no instance ${id}`, extensions: { code: "instance-not-found" } }]);
+    } else if (!selected.instance) {
+      selected.instance = data.instance;
+    }
+  } catch (error) {
+    if (state.selected !== selected) return;
+    selected.error = error;
+    showError(error, `open ${id}`);
+  }
+  renderDetail();
+}
+
+async function fire(verdict, params) {
+  const selected = state.selected;
+  selected.busy = true;
+  selected.note = `firing ${verdict.activity} › ${verdict.action}…`;
+  renderDetail();
+  try {
+    const data = await client.request(Q.fire, {
+      id: selected.id,
+      activity: verdict.activity,
+      action: verdict.action,
+      params: params || null,
+      key: crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random()}`,
+    });
+    const result = data.fireAction;
+    if (state.selected === selected) {
+      selected.instance = result.instance;
+      selected.form = null;
+      selected.note = `${verdict.activity} › ${verdict.action}: ${result.changed ? "applied" : "no change"}` +
+        (result.cascaded ? `, ${result.cascaded} stage move${result.cascaded === 1 ? "" : "s"}` : "");
+    }
+  } catch (error) {
+    showError(error, `${verdict.activity} › ${verdict.action}`);
+    if (state.selected === selected) selected.note = `${verdict.activity} › ${verdict.action} refused (${error.code})`;
+  } finally {
+    selected.busy = false;
+    renderDetail();
+  }
+}
+
+function declaredParams(verdict) {
+  return Array.isArray(verdict.params) ? verdict.params : [];
+}
+
+function paramInput(param) {
+  const name = `param-${param.name}`;
+  const options = param.options && Array.isArray(param.options.list) ? param.options.list : null;
+  if (options) {
+    return h(
+      "select",
+      { name, required: Boolean(param.required) },
+      param.required ? null : h("option", { value: "" }, "—"),
+      options.map((o, i) => h("option", { value: String(i) }, o.title)),
+    );
+  }
+  switch (param.type) {
+    case "boolean":
+      return h("input", { type: "checkbox", name });
+    case "number":
+      return h("input", {
+        type: "number",
+        name,
+        step: "any",
+        required: Boolean(param.required),
+        min: param.validation && param.validation.min,
+        max: param.validation && param.validation.max,
+      });
+    case "dateTime":
+      return h("input", { type: "datetime-local", name, required: Boolean(param.required) });
+    case "json":
+    case "doc.ref":
+    case "doc.refs":
+    case "actor":
+      return h("textarea", { name, rows: 2, placeholder: "JSON", required: Boolean(param.required) });
+    default:
+      return h("input", { type: param.type === "url" ? "url" : "text", name, required: Boolean(param.required) });
+  }
+}
+
+function readParams(form, params) {
+  const out = {};
+  for (const param of params) {
+    const input = form.elements[`param-${param.name}`];
+    const options = param.options && Array.isArray(param.options.list) ? param.options.list : null;
+    if (param.type === "boolean" && !options) {
+      out[param.name] = input.checked;
+      continue;
+    }
+    const raw = input.value;
+    if (raw === "") continue;
+    if (options) out[param.name] = options[Number(raw)].value;
+    else if (param.type === "number") out[param.name] = Number(raw);
+    else if (param.type === "dateTime") out[param.name] = new Date(raw).toISOString();
+    else if (["json", "doc.ref", "doc.refs", "actor"].includes(param.type)) {
+      try {
+        out[param.name] = JSON.parse(raw);
+      } catch {
+        throw new GraphQLError([{ message: `${param.name} is not valid JSON`, extensions: { code: "action-params-invalid" } }]);
+      }
+    } else out[param.name] = raw;
+  }
+  return out;
+}
+
+function renderParamForm(verdict) {
+  const params = declaredParams(verdict);
+  const form = h(
+    "form.params",
+    {
+      dataset: { action: `${verdict.activity}/${verdict.action}` },
+      onsubmit: (event) => {
+        event.preventDefault();
+        let values;
+        try {
+          values = readParams(form, params);
+        } catch (error) {
+          showError(error, "params");
+          return;
+        }
+        fire(verdict, values);
+      },
+    },
+    h("h4", `${verdict.activity} › ${verdict.action}`),
+    params.map((p) =>
+      h(
+        "label",
+        h("span", p.title || p.name, p.required ? " *" : ""),
+        paramInput(p),
+        p.description ? h("small.dim", p.description) : null,
+      ),
+    ),
+    h(
+      "div.buttons",
+      h("button.primary", { type: "submit" }, "Fire"),
+      h("button", {
+        type: "button",
+        onclick: () => {
+          state.selected.form = null;
+          renderDetail();
+        },
+      }, "Cancel"),
+    ),
+  );
+  return form;
+}
+
+function renderActions(instance, selected) {
+  const verdicts = instance.availableActions || [];
+  if (!verdicts.length) return h("p.dim", "no actions in this stage");
+  const callable = verdicts.filter((v) => v.reason !== "cascade-fired");
+  const automatic = verdicts.filter((v) => v.reason === "cascade-fired");
+  const button = (v) => {
+    const params = declaredParams(v);
+    return h(
+      "button.action",
+      {
+        type: "button",
+        class: v.enabled ? "action enabled" : "action",
+        disabled: !v.enabled || selected.busy,
+        title: v.enabled ? (params.length ? "opens a form for its params" : "fire it") : v.reason || "disabled",
+        dataset: { action: `${v.activity}/${v.action}`, enabled: String(v.enabled) },
+        onclick: () => {
+          if (params.length) {
+            selected.form = `${v.activity}/${v.action}`;
+            renderDetail();
+          } else {
+            fire(v);
+          }
+        },
+      },
+      h("span.label", h("span.activity", v.activity), " › ", h("strong", v.action), params.length ? " …" : ""),
+      v.enabled ? null : h("small.reason", v.reason || "disabled"),
+    );
+  };
+  const open = callable.find((v) => `${v.activity}/${v.action}` === selected.form);
+  return h(
+    "div",
+    h("div.actions", callable.map(button)),
+    open ? renderParamForm(open) : null,
+    automatic.length
+      ? h("p.dim.auto", "automatic: ", automatic.map((v) => `${v.activity} › ${v.action}`).join(", "))
+      : null,
+  );
+}
+
+function renderDetail() {
+  const selected = state.selected;
+  if (!selected) {
+    fill(el.detail, h("p.placeholder", "Pick an instance or a child to see its actions."));
+    return;
+  }
+  const instance = selected.instance;
+  if (!instance) {
+    fill(el.detail, selected.error ? h("p.placeholder", `Could not open ${selected.id}.`) : h("p.dim", "loading…"));
+    return;
+  }
+  // Keep a half-filled params form across live redraws.
+  const keep = el.detail.querySelector("form.params");
+  const isFocus = state.focus && state.focus.id === instance.id;
+  fill(
+    el.detail,
+    h(
+      "div.detail",
+      { dataset: { id: instance.id, status: instance.status.toLowerCase(), stage: instance.currentStage } },
+      h("h2", instance.definition, h("span.dim", ` v${instance.version}`)),
+      h("div.facts",
+        badge(instance.status),
+        h("span.stage-name", { dataset: { stage: instance.currentStage } }, "stage ", h("strong", instance.currentStage)),
+        h("span.mono.dim", instance.id)),
+      h("div.nav",
+        isFocus ? null : h("button", { type: "button", onclick: () => go(instance.id) }, "Show its family tree"),
+        instance.parent
+          ? h("button", { type: "button", onclick: () => go(instance.parent.id, instance.id) }, `Parent: ${instance.parent.definition}`)
+          : null),
+      h("h3", "Actions"),
+      renderActions(instance, selected),
+      selected.note ? h("p.note", { role: "status" }, selected.note) : null,
+      h("h3", "Activities"),
+      h("table.activities",
+        h("tbody", (instance.activities || []).map((a) =>
+          h("tr", { dataset: { activity: a.name } },
+            h("td", a.name), h("td", badge(a.status)), h("td.dim", a.firedActions.join(", ")))))),
+      h("h3", "Fields"),
+      h("pre.fields", JSON.stringify(instance.fields, null, 2)),
+      instance.pendingEffects && instance.pendingEffects.length
+        ? [h("h3", "Pending effects"), h("ul", instance.pendingEffects.map((e) =>
+            h("li", h("strong", e.name), ` ${e.key}`, e.claimed ? " (claimed)" : "")))]
+        : null,
+      h("h3", "History"),
+      h("ol.history", (instance.history || []).slice().reverse().map((e) =>
+        h("li", h("span.mono", e.type), " ", h("span.dim", when(e.at))))),
+      h("p.dim", `started ${when(instance.startedAt)} · changed ${when(instance.lastChangedAt)}`),
+    ),
+  );
+  if (keep) {
+    const fresh = el.detail.querySelector(`form.params[data-action="${CSS.escape(keep.dataset.action)}"]`);
+    if (fresh) fresh.replaceWith(keep);
+  }
+}
+const scheduleDetail = coalesce(renderDetail);
+
+// ---- token --------------------------------------------------------------
+
+function openTokenDialog(reason) {
+  fill(el.tokenReason, reason || "Enter an API token for this server.");
+  el.tokenInput.value = "";
+  el.tokenDialog.hidden = false;
+  el.tokenInput.focus();
+  renderTokenState();
+}
+
+function renderTokenState() {
+  el.tokenButton.textContent = tokenStore.get() ? "Token ✓" : "Token";
+}
+
+async function useToken(token) {
+  tokenStore.set(token);
+  el.tokenDialog.hidden = true;
+  renderTokenState();
+  clearErrors();
+  client.reset();
+  await start();
+}
+
+// ---- start --------------------------------------------------------------
+
+async function onRoute() {
+  const { focus, sel } = route();
+  if (!focus) {
+    stopFocus();
+    state.focus = null;
+    if (state.subs.selected) state.subs.selected();
+    state.selected = null;
+    renderTree();
+    renderDetail();
+    return;
+  }
+  await Promise.all([openFocus(focus), openSelected(sel)]);
+}
+
+async function start() {
+  try {
+    await loadDefinitions();
+  } catch (error) {
+    showError(error, "definitions");
+    return;
+  }
+  // A new token: forget views opened with the old one.
+  stopFocus();
+  state.focus = null;
+  if (state.subs.selected) state.subs.selected();
+  state.selected = null;
+  await runSearch();
+  await onRoute();
+}
+
+function bind() {
+  for (const id of ["conn", "connText", "errors", "tree", "detail", "results", "searchInfo", "more",
+    "defSelect", "statusSelect", "searchForm", "openForm", "openId", "tokenButton", "tokenDialog",
+    "tokenForm", "tokenInput", "tokenReason", "tokenClear", "tokenCancel"]) {
+    el[id] = document.getElementById(id);
+  }
+  el.searchForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    runSearch();
+  });
+  el.more.addEventListener("click", () => runSearch(true));
+  el.openForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const id = el.openId.value.trim();
+    if (id) go(id);
+  });
+  el.tokenButton.addEventListener("click", () => openTokenDialog());
+  el.tokenForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    useToken(el.tokenInput.value.trim());
+  });
+  el.tokenClear.addEventListener("click", () => useToken(""));
+  el.tokenCancel.addEventListener("click", () => {
+    el.tokenDialog.hidden = true;
+  });
+  window.addEventListener("hashchange", () => onRoute());
+}
+
+bind();
+renderTokenState();
+renderTree();
+renderDetail();
+start();
