@@ -47,4 +47,4 @@ class Faults:
             return
         self.armed[point] = remaining - 1
         self.hits[point] = self.hits.get(point, 0) + 1
-        raise InjectedFault(f"injected fault at {point}", point=point)
+        raise InjectedFault(f"injected fault at {point}")

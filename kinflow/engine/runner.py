@@ -779,6 +779,22 @@ class Engine:
                 {"propagateTo": parent_id},
                 {"$unset": {"propagateTo": "", "propagateToken": ""}})
 
+    async def repair(self, instance_id: str, *, actor: Actor | None = None) -> Instance:
+        """Finish what a crash left owed on one instance: drain owed aborts, propagate.
+
+        The heartbeat calls this for terminal instances (an aborted parent whose
+        drain was interrupted); in-flight ones are repaired by ``tick``.
+        """
+        actor = actor or Actor.system()
+        instance = await self.get_instance(instance_id)
+        instance = await self._drain_condemned(instance, actor)
+        await self._after(instance)
+        return instance
+
+    async def propagate_to(self, parent_id: str) -> None:
+        """Run a propagation round on ``parent_id`` (stamp owed rows, cascade, go up)."""
+        await self.propagator.request(parent_id)
+
     async def settle_propagation(self) -> None:
         """Wait until no propagation round is running in this process (background mode)."""
         await self.propagator.idle()

@@ -86,8 +86,10 @@ class _Commit:
         self.history_start = len(self.m.history)
         self.effects_start = {p.key_ for p in self.m.pendingEffects}
         self.moves = 0
+        self.hopped = False
 
     def cascade_once(self) -> None:
+        self.hopped = True
         if hop(self.m, self.definition, self.ctx).moved:
             self.moves += 1
 
@@ -101,6 +103,10 @@ class _Commit:
         finalise(m, self.definition, self.ctx)
         if self.moves and not m.terminal:
             m.nextEvaluationAt = self.ctx.now_iso  # a hop is owed: the heartbeat finishes it
+        owed = self.before.get("nextEvaluationAt")
+        if not self.hopped and owed and not m.terminal:
+            # a commit that ran no hop (a claim, a sweep) cannot settle a due evaluation
+            m.nextEvaluationAt = min(owed, m.nextEvaluationAt or owed)
         if self.ctx.creates and len(self.ctx.creates) > self.ctx.limits.spawn_txn:
             m.materialising = True
         if m.parent_id is not None and (insert or _observable(self.before) != m.observable):

@@ -1,0 +1,227 @@
+"""The heartbeat worker: finishes what verbs left owed, whoever crashed.
+
+Every engine commit leaves durable hints on the instance document when work
+is owed after it (docs/subworkflows.md), each behind an index:
+
+* ``nextEvaluationAt`` has passed: a time gate may flip, or a hop is owed
+  (a commit that moved, a child created primed whose first hop was not run);
+* ``propagateTo``: a child changed and its parent's row is not stamped yet;
+* ``owesAborts``: rows are condemned and the aborts not carried out;
+* ``materialising``: a large spawn registered rows whose children are not all
+  created yet;
+* ``effectsDueAt`` has passed: effects wait to run, or a claim's lease ended.
+
+One pass reads a bounded batch of each kind and handles every item under a
+lease document in the lake (``_type: kinflow.lease``, one per item, taken
+with a conditional write and an expiry), so several workers share the work
+and no item is handled by two at once; after taking the lease the worker
+checks the item is still owed, so an item another worker just finished is
+skipped. Passes are bounded in items and in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from kinflow.engine import Actor, Engine
+from kinflow.engine.context import iso
+from kinflow.engine.state import INSTANCE_TYPE
+from kinflow.errors import DocumentExists, RevisionConflict
+from kinflow.storage.lake import IndexSpec
+
+if TYPE_CHECKING:
+    from kinflow.storage.hub import ChangeHub
+
+log = logging.getLogger("kinflow.worker")
+LEASE_TYPE = "kinflow.lease"
+LEASE_INDEXES = (IndexSpec("lease_expiry", (("_type", 1), ("expiresAt", 1)),
+                           partial={"_type": LEASE_TYPE}),)
+_INSTANCE = {"_type": INSTANCE_TYPE}
+
+
+@dataclass
+class PassReport:
+    """What one pass did: ``processed`` lists every (kind, item) this worker handled."""
+
+    processed: list[tuple[str, str]] = field(default_factory=list)
+    skipped: int = 0  # items another worker held or had already finished
+    failed: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def of(self, kind: str) -> list[str]:
+        return [item for k, item in self.processed if k == kind]
+
+
+class Worker:
+    """Heartbeat over one engine; run several against one lake to share the work."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        worker_id: str | None = None,
+        batch: int = 50,
+        pass_seconds: float = 10.0,
+        lease_seconds: float = 60.0,
+        interval: float = 1.0,
+        grace_seconds: float = 5.0,
+        hub: ChangeHub | None = None,
+    ) -> None:
+        self.engine = engine
+        self.lake = engine.lake
+        self.worker_id = worker_id or f"worker-{secrets.token_hex(4)}"
+        self.actor = Actor.system(self.worker_id)
+        self.batch = batch
+        self.pass_seconds = pass_seconds
+        self.lease_seconds = lease_seconds
+        self.interval = interval
+        self.grace_seconds = grace_seconds  # leave fresh hints to the process that set them
+        self.hub = hub
+        self._ready = False
+
+    async def ensure_ready(self) -> None:
+        if not self._ready:
+            await self.engine.ensure_ready()
+            await self.lake.declare_indexes(LEASE_INDEXES)
+            self._ready = True
+
+    # ------------------------------------------------------------ the loop
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run passes until ``stop`` is set (and follow content changes if a hub is given)."""
+        await self.ensure_ready()
+        follower: asyncio.Task[None] | None = None
+        if self.hub is not None:
+            from kinflow.engine.reactions import follow_content_changes
+
+            follower = asyncio.create_task(follow_content_changes(self.engine, self.hub,
+                                                                  actor=self.actor))
+        try:
+            while not stop.is_set():
+                try:
+                    await self.run_pass()
+                except Exception:  # a failing pass must not stop the heartbeat
+                    log.exception("heartbeat pass failed")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.interval)
+        finally:
+            if follower is not None:
+                follower.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await follower
+
+    async def run_pass(self) -> PassReport:
+        """One bounded pass over every kind of owed work."""
+        await self.ensure_ready()
+        report = PassReport()
+        deadline = asyncio.get_running_loop().time() + self.pass_seconds
+        now = self.engine.clock()
+        # system fields are stamped by the lake's wall clock, not the engine's
+        stale = iso(datetime.now(UTC) - timedelta(seconds=self.grace_seconds))
+        kinds: list[tuple[str, Callable[[], Awaitable[list[str]]],
+                          Callable[[str], Awaitable[bool]], Callable[[str], Awaitable[Any]]]] = [
+            ("materialise", lambda: self._ids({"materialising": True, "_updatedAt": {
+                "$lte": stale}}), lambda i: self._owed(i, {"materialising": True}),
+             lambda i: self.engine.finish_materialising(i, actor=self.actor)),
+            ("drain", lambda: self._ids({"owesAborts": True}),
+             lambda i: self._owed(i, {"owesAborts": True}),
+             lambda i: self.engine.repair(i, actor=self.actor)),
+            ("propagate", lambda: self._parents(stale),
+             lambda i: self._owed_parent(i, stale), self.engine.propagate_to),
+            ("tick", lambda: self.engine.due_instances(limit=self.batch),
+             lambda i: self._owed(i, {"nextEvaluationAt": {"$lte": iso(now)},
+                                      "completedAt": None}),
+             lambda i: self.engine.tick(i, actor=self.actor)),
+            ("effects", lambda: self._ids({"effectsDueAt": {"$lte": iso(now)}}),
+             lambda i: self._owed(i, {"effectsDueAt": {"$lte": iso(now)}}), self._effects),
+        ]
+        for kind, find, still_owed, handle in kinds:
+            for item in (await find())[: self.batch]:
+                if asyncio.get_running_loop().time() > deadline:
+                    return report
+                await self._one(report, kind, item, still_owed, handle)
+        return report
+
+    async def _one(self, report: PassReport, kind: str, item: str,
+                   still_owed: Callable[[str], Awaitable[bool]],
+                   handle: Callable[[str], Awaitable[Any]]) -> None:
+        lease = f"lease.{kind}.{item}"
+        if not await self._acquire(lease):
+            report.skipped += 1
+            return
+        try:
+            if not await still_owed(item):
+                report.skipped += 1
+                return
+            report.processed.append((kind, item))
+            await handle(item)
+        except Exception as exc:  # one item never stops a pass
+            report.failed.append((kind, item, f"{type(exc).__name__}: {exc}"))
+            log.warning("heartbeat %s %s failed: %s", kind, item, exc)
+        finally:
+            await self._release(lease)
+
+    # ------------------------------------------------------------ queries
+
+    async def _ids(self, filter_: dict[str, Any]) -> list[str]:
+        found = await self.lake.find({**_INSTANCE, **filter_}, dataset=self.engine.dataset,
+                                     projection={"_id": 1}, limit=self.batch)
+        return [str(doc["_id"]) for doc in found]
+
+    async def _owed(self, instance_id: str, filter_: dict[str, Any]) -> bool:
+        return await self.lake.count({"_id": instance_id, **_INSTANCE, **filter_},
+                                     dataset=self.engine.dataset) > 0
+
+    async def _parents(self, stale: str) -> list[str]:
+        found = await self.lake.find(
+            {**_INSTANCE, "propagateTo": {"$gt": ""}, "_updatedAt": {"$lte": stale}},
+            dataset=self.engine.dataset, projection={"propagateTo": 1},
+        )
+        parents: list[str] = []
+        for doc in found:
+            parent = doc.get("propagateTo")
+            if isinstance(parent, str) and parent not in parents:
+                parents.append(parent)
+        return parents
+
+    async def _owed_parent(self, parent_id: str, stale: str) -> bool:
+        return await self.lake.count({**_INSTANCE, "propagateTo": parent_id,
+                                      "_updatedAt": {"$lte": stale}},
+                                     dataset=self.engine.dataset) > 0
+
+    async def _effects(self, instance_id: str) -> None:
+        await self.engine.sweep_stale_claims(instance_id, actor=self.actor)
+        await self.engine.drain_effects(instance_id, actor=self.actor)
+
+    # ------------------------------------------------------------ leases
+
+    async def _acquire(self, lease_id: str) -> bool:
+        """Take the lease with a conditional write: create it, or take over an expired one."""
+        now: datetime = self.engine.clock()
+        expires = iso(now + timedelta(seconds=self.lease_seconds))
+        try:
+            await self.lake.create({"_id": lease_id, "_type": LEASE_TYPE,
+                                    "holder": self.worker_id, "expiresAt": expires},
+                                   dataset=self.engine.dataset)
+            return True
+        except DocumentExists:
+            pass
+        try:
+            await self.lake.update(lease_id, {"$set": {"holder": self.worker_id,
+                                                       "expiresAt": expires}},
+                                   match={"expiresAt": {"$lte": iso(now)}},
+                                   dataset=self.engine.dataset)
+            return True
+        except RevisionConflict:
+            return False
+
+    async def _release(self, lease_id: str) -> None:
+        with contextlib.suppress(Exception):
+            await self.lake.collection(self.engine.dataset).delete_one(
+                {"_id": lease_id, "holder": self.worker_id})

@@ -1,0 +1,40 @@
+"""The repair invariants every crash-window test checks after one heartbeat pass."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from kinflow.engine import Engine
+from kinflow.engine.state import Instance, parse_instance
+
+
+async def all_instances(engine: Engine) -> dict[str, Instance]:
+    docs = await engine.lake.find({"_type": "kinflow.instance"})
+    return {str(d["_id"]): parse_instance(d) for d in docs}
+
+
+async def assert_repaired(engine: Engine) -> dict[str, Instance]:
+    """No duplicate child per row identity, condemned rows resolved, terminal children
+    stamped, and no instance whose gates would still move it."""
+    instances = await all_instances(engine)
+    for parent in instances.values():
+        refs = Counter(row.child_id for row in parent.subworkflows)
+        assert all(n == 1 for n in refs.values()), f"a child registered twice in {parent.id_}"
+        live = Counter((row.stageEntry, row.activity, row.action, row.rowKey)
+                       for row in parent.subworkflows if row.resolved is None)
+        assert all(n == 1 for n in live.values()), f"two live children for one row: {live}"
+        for row in parent.subworkflows:
+            assert row.abortPending is None or row.resolved is not None, "condemned, unresolved"
+            found = instances.get(row.child_id)
+            if found is not None and found.terminal:
+                assert row.resolved is not None, f"terminal child {row.child_id} unstamped"
+    children = Counter(i.parentInstance for i in instances.values() if i.parentInstance)
+    for parent_id, count in children.items():
+        assert count == len(instances[parent_id].subworkflows), "a child with no row"
+    for instance in instances.values():
+        assert instance.propagateTo is None, f"{instance.id_} still owes its parent a stamp"
+        assert not instance.owesAborts and not instance.materialising
+        if not instance.terminal:
+            again = await engine.tick(instance.id_)
+            assert not again.changed, f"{instance.id_} still had a move owed"
+    return instances
