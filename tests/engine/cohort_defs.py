@@ -1,4 +1,4 @@
-"""engine-model §8's P and C (named ``p`` and ``c``) (and a few variants) for the subworkflow tests."""
+"""engine-model §8's P and C (named ``p`` and ``c``) for the subworkflow tests."""
 
 from __future__ import annotations
 
@@ -52,8 +52,8 @@ def parent(for_each: str = "$fields.items[].name", *, name: str = "p", on_exit: 
             {"name": "back", "status": "done"}]}],
          "transitions": [{"name": "to-review-again", "to": "review"}]},
         {"name": "elsewhere"},
-    ], fields=[{"name": "items", "type": "array", "of": [{"name": "name", "type": "string"}], "initialValue": {"type": "input"},
-                "editable": True}])
+    ], fields=[{"name": "items", "type": "array", "of": [{"name": "name", "type": "string"}],
+                "initialValue": {"type": "input"}, "editable": True}])
 
 
 def with_item(definition: dict[str, Any], text: str) -> dict[str, Any]:

@@ -70,8 +70,6 @@ async def test_window_3_crash_before_a_child_first_cascade(engine: Engine) -> No
     engine.faults.arm("before-child-settle")
     with pytest.raises(InjectedFault):
         await engine.start_instance("release", fields={"subject": "rel-1"})
-    started = next(i for i in (await all_instances(engine)).values()
-                   if i.definition == "release")
     before = await all_instances(engine)
     assert sum(1 for i in before.values() if i.definition == "translate-article") == 0
     await heartbeat(engine)
