@@ -565,7 +565,7 @@ function renderTree() {
   if (!focus.view || focus.view.parentNode !== el.tree) {
     focus.lineage = h("div.lineage");
     focus.cohortsEl = h("div.cohorts");
-    focus.empty = h("p.dim", "no cohorts in this stage");
+    focus.empty = h("p.dim", "no child workflows in this stage");
     focus.view = h("div.family", h("h2", "Family tree"), focus.lineage, focus.empty, focus.cohortsEl);
     fill(el.tree, focus.view);
   }
@@ -878,29 +878,31 @@ async function useToken(token) {
 async function onRoute() {
   const { focus, sel } = route();
   if (!focus) {
-    stopFocus();
-    state.focus = null;
-    if (state.subs.selected) state.subs.selected();
-    state.selected = null;
-    renderTree();
-    renderDetail();
+    forgetViews();
     return;
   }
   await Promise.all([openFocus(focus), openSelected(sel)]);
 }
 
+function forgetViews() {
+  stopFocus();
+  state.focus = null;
+  if (state.subs.selected) state.subs.selected();
+  state.subs.selected = null;
+  state.selected = null;
+  renderTree();
+  renderDetail();
+}
+
 async function start() {
+  // A new token: drop what was opened with the old one before loading again.
+  forgetViews();
   try {
     await loadDefinitions();
   } catch (error) {
     showError(error, "definitions");
     return;
   }
-  // A new token: forget views opened with the old one.
-  stopFocus();
-  state.focus = null;
-  if (state.subs.selected) state.subs.selected();
-  state.selected = null;
   await runSearch();
   await onRoute();
 }
