@@ -204,7 +204,8 @@ async def phase(url: str, engine: Engine, family: dict[str, list[str]], subscrip
                for i in range(0, len(targets), PER_SOCKET)]  # fmt: skip
     readers = [asyncio.create_task(receiver.read(ws)) for ws in sockets]
     await asyncio.wait_for(receiver.ready.wait(), timeout=300)
-    children = [cid for kids in family.values() for cid in kids]
+    # interleaved across parents, so concurrent moves rarely stamp the same parent
+    children = [kids[c] for c in range(children_per_parent) for kids in family.values()]
     started = time.time()
     await gather_limited(concurrency, [engine.fire_action(cid, f"work-{step}", "next")
                                        for cid in children])  # fmt: skip

@@ -10,6 +10,7 @@ which see the child's commit before propagation stamps the parent).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -39,8 +40,31 @@ class Row:
     resolved: bool
 
 
+_CACHE: OrderedDict[tuple[str, str], list[Row]] = OrderedDict()
+_CACHE_SIZE = 512
+
+
 def registry_rows(parent: Doc) -> list[Row]:
-    """Every row of ``parent``'s registry, in stored order."""
+    """Every row of ``parent``'s registry, in stored order.
+
+    Memoised per ``(_id, _rev)``: every subscriber of a parent sees the same
+    revision, and parsing a big parent once per subscriber is the fan-out's
+    main cost.
+    """
+    rev = parent.get("_rev")
+    key = (str(parent.get("_id")), rev) if isinstance(rev, str) else None
+    if key is not None and key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    rows = _registry_rows(parent)
+    if key is not None:
+        _CACHE[key] = rows
+        if len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return rows
+
+
+def _registry_rows(parent: Doc) -> list[Row]:
     instance = parse_instance(parent)
     seen = subworkflow_rows(instance, instance.open_entry())
     rows = []
