@@ -11,6 +11,7 @@ lake. Run it with ``uvicorn kinflow.app:create_app --factory`` or
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -28,12 +29,14 @@ from strawberry.exceptions import ConnectionRejectionError
 
 from kinflow import __version__
 from kinflow.auth import TokenTable, Unauthenticated, bearer, load_tokens
-from kinflow.engine import Actor, Engine, Limits
+from kinflow.engine import Actor, Engine
+from kinflow.plugins import build_engine
 from kinflow.schema import build_schema
 from kinflow.schema.context import Context, Services
 from kinflow.schema.hubs import Hubs
 from kinflow.settings import Settings
 from kinflow.storage import open_lake
+from kinflow.worker import Worker
 
 log = logging.getLogger("kinflow.api")
 ANONYMOUS = Actor.person("anonymous")
@@ -135,10 +138,6 @@ class GraphQLApp(GraphQL[Context, None]):
         return None
 
 
-def _limits(settings: Settings) -> Limits:
-    return Limits(spawn_depth=settings.max_spawn_depth, fan_out=settings.max_fan_out)
-
-
 def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings()
     tokens: TokenTable = load_tokens(settings)  # a bad token config fails at start-up
@@ -147,9 +146,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         connection = await open_lake(settings)
+        stop_worker = asyncio.Event()
+        worker_task: asyncio.Task[None] | None = None
         hubs = Hubs(connection.lake, queue_size=settings.hub_queue_size)
         try:
-            engine = Engine(connection.lake, limits=_limits(settings))
+            engine: Engine = build_engine(connection.lake, settings)
             await engine.ensure_ready()
             hub = await hubs.get()
             graphql.services = Services(settings=settings, lake=connection.lake, engine=engine,
@@ -163,8 +164,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
             app.state.services = graphql.services
             if not tokens.enabled:
                 log.warning("no API tokens configured: the API is open to every local caller")
+            if settings.worker:
+                worker = Worker(engine, hub=hub, interval=settings.worker_interval)
+                worker_task = asyncio.create_task(worker.run(stop_worker), name="worker")
             yield
         finally:
+            stop_worker.set()
+            if worker_task is not None:
+                await worker_task
             await hubs.stop()  # ends every subscription: clients get `complete`
             await connection.close()
 

@@ -45,6 +45,15 @@ class Settings(BaseSettings):
         default=1000, description="Events a subscriber may lag behind before it must resync."
     )
 
+    worker: bool = Field(
+        default=True, description="Run the heartbeat worker inside the API process."
+    )
+    effect_handlers: str = Field(
+        default="",
+        description="Effect handler modules (dotted names or .py paths, comma separated).",
+    )
+    worker_interval: float = Field(default=1.0, description="Seconds between heartbeat passes.")
+
     spawn_txn_limit: int = Field(
         default=256, description="Children created inside the spawning transaction."
     )

@@ -27,6 +27,8 @@ app = typer.Typer(
 )
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
+if not out.is_terminal:  # piped: don't crop trees at 80 columns
+    out.width = max(out.width, 160)
 
 URL = typer.Option(None, "--url", envvar="KINFLOW_URL",
                    help="Talk to a running server instead of the lake.")  # fmt: skip
@@ -70,10 +72,16 @@ def is_loopback(host: str) -> bool:
 def serve(
     host: str | None = typer.Option(None, help="Bind address (default KINFLOW_HOST)."),
     port: int | None = typer.Option(None, help="Port (default KINFLOW_PORT)."),
+    worker: bool = typer.Option(True, "--worker/--no-worker",
+                                help="Run the heartbeat worker in this process."),
 ) -> None:
     """Run the API server (on the embedded lake unless KINFLOW_MONGODB_URI is set)."""
+    import os
+
     import uvicorn
 
+    if not worker:
+        os.environ["KINFLOW_WORKER"] = "false"  # the app factory reads the settings
     from kinflow.auth import load_tokens
 
     settings = Settings()
@@ -103,14 +111,30 @@ def demo(
     port: int | None = typer.Option(None, help="Port (default KINFLOW_PORT)."),
 ) -> None:
     """Deploy the examples, import the sample content, and serve on 127.0.0.1."""
-    from kinflow.cli.demo import TOUR, prepare
+    import os
 
+    from kinflow.cli.demo import EXAMPLES, TOUR, prepare
+
+    os.environ.setdefault("KINFLOW_EFFECT_HANDLERS", str(EXAMPLES / "handlers.py"))
     settings = Settings()
     for line in run(lambda: prepare(settings)):
         out.print(line)
     bind_port = port or settings.port
     out.print(TOUR.format(url=f"http://127.0.0.1:{bind_port}"))
-    serve(host="127.0.0.1", port=bind_port)
+    serve(host="127.0.0.1", port=bind_port, worker=True)
+
+
+@app.command("worker")
+def worker_command(
+    once: bool = typer.Option(False, "--once", help="Run one pass, print what it did, exit."),
+    interval: float | None = typer.Option(None, help="Seconds between passes."),
+) -> None:
+    """Run the heartbeat and effect worker (several may run against one lake)."""
+    from kinflow.cli.worker import run_worker
+
+    report = run(lambda: run_worker(once=once, interval=interval))
+    if report is not None:
+        out.print(report)
 
 
 # ------------------------------------------------------------------ verbs

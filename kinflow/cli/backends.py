@@ -16,6 +16,7 @@ import httpx
 
 from kinflow.engine import Actor, Engine, Instance, OperationResult
 from kinflow.errors import KinflowError, ServerUnreachable
+from kinflow.plugins import build_engine
 from kinflow.settings import Settings
 from kinflow.storage import LakeConnection, open_lake
 
@@ -110,9 +111,9 @@ def result_view(result: OperationResult) -> dict[str, Any]:
 class LocalBackend:
     """Runs verbs with an in-process ``Engine`` on the configured lake."""
 
-    def __init__(self, connection: LakeConnection) -> None:
+    def __init__(self, connection: LakeConnection, settings: Settings) -> None:
         self.connection = connection
-        self.engine = Engine(connection.lake)
+        self.engine: Engine = build_engine(connection.lake, settings)
 
     async def deploy(self, definitions: list[Any]) -> dict[str, Any]:
         outcome = await self.engine.deploy(definitions, actor=CLI_ACTOR)
@@ -298,8 +299,9 @@ async def open_backend(url: str | None, token: str | None) -> AsyncIterator[Back
         async with httpx.AsyncClient(timeout=30.0) as client:
             yield RemoteBackend(url, token, client)
         return
-    connection = await open_lake(Settings())
+    settings = Settings()
+    connection = await open_lake(settings)
     try:
-        yield LocalBackend(connection)
+        yield LocalBackend(connection, settings)
     finally:
         await connection.close()

@@ -43,7 +43,7 @@ async def prepare(settings: Settings, examples: Path = EXAMPLES) -> list[str]:
     lines: list[str] = []
     connection = await open_lake(settings)
     try:
-        engine = Engine(connection.lake)
+        engine = Engine(connection.lake)  # deploying needs no handlers
         outcome = await engine.deploy(load_definitions([examples / "definitions"]))
         for item in outcome.definitions:
             lines.append(f"{item.status:>9}  {item.name} v{item.version}")

@@ -36,8 +36,10 @@ def database(lake_uri: str) -> Iterator[str]:
 
 
 def make_settings(lake_uri: str, database: str, **overrides: Any) -> Settings:
+    """Test apps run without the in-process worker, so tests see only their own calls."""
+    options: dict[str, Any] = {"worker": False, **overrides}
     return Settings(mongodb_uri=lake_uri, database=database, operation_timeout=20.0,
-                    **overrides)  # fmt: skip
+                    **options)  # fmt: skip
 
 
 @pytest.fixture

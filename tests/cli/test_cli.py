@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from kinflow.cli import app
@@ -112,3 +113,37 @@ def test_unreachable_server_is_a_typed_refusal(cli_env: str) -> None:
         ["deploy", str(EXAMPLES / "definitions"), "--url", "http://127.0.0.1:9"],
         "server-unreachable",
     )
+
+
+def test_worker_once_and_a_bad_handler_module(cli_env: str, monkeypatch: pytest.MonkeyPatch
+                                              ) -> None:  # fmt: skip
+    status, output = invoke("worker", "--once")
+    assert status == 0 and "one pass:" in output, output
+    monkeypatch.setenv("KINFLOW_EFFECT_HANDLERS", "no_such_module_anywhere")
+    refused(["worker", "--once"], "configuration-error")
+
+
+def test_machine_translation_children_are_completed_by_the_python_handler(
+    cli_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KINFLOW_EFFECT_HANDLERS", str(EXAMPLES / "handlers.py"))
+    assert (
+        invoke("lake", "import", "production", str(EXAMPLES / "content" / "articles.ndjson"))[0]
+        == 0
+    )
+    assert invoke("deploy", str(EXAMPLES / "definitions"))[0] == 0
+    status, output = invoke("start", "machine-translation-batch", "--field", "subject=article-2")
+    assert status == 0, output
+    parent = instance_id(output)
+    status, output = invoke("worker", "--once")
+    assert status == 0 and "2 effects" in output, output
+    status, output = invoke("inspect", parent)
+    assert status == 0, output
+    assert "COMPLETED" in output.splitlines()[0]
+    assert "2 children: 0 active, 2 done, 0 aborted" in output
+    status, output = invoke(
+        "groq",
+        "*[_type == 'kinflow.instance' && definition == "
+        "'machine-translate'].effectHistory[0].outputs.text",
+    )
+    assert "Hallo: Cohorts and settled gates [de]" in output, output
