@@ -425,7 +425,7 @@ def test_a_cohort_of_a_thousand_children_renders_virtualised(server: Api, page: 
 
     # The status chips filter the rows.
     page.click(chip(page, "items", "done", 1))
-    page.wait_for_selector(f'{cohort} .vlist[data-total="1"]')
+    page.wait_for_selector(f'{cohort} .vlist[data-total="1"][data-rendered="1"]')
     assert page.locator(f"{cohort} .tnode").count() == 1
     assert_not_reloaded(page)
     shot(page, "30-thousand-children-filtered")

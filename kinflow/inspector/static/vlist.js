@@ -47,8 +47,11 @@ export class VirtualList {
 
   render() {
     const view = this.el.clientHeight || this.maxRows * this.rowHeight;
-    const first = Math.max(0, Math.floor(this.el.scrollTop / this.rowHeight) - OVERSCAN);
-    const last = Math.min(this.items.length, Math.ceil((this.el.scrollTop + view) / this.rowHeight) + OVERSCAN);
+    // After the list shrinks, the browser may not have clamped scrollTop yet: do it here.
+    const top = Math.min(this.el.scrollTop, Math.max(0, this.items.length * this.rowHeight - view));
+    if (top !== this.el.scrollTop) this.el.scrollTop = top;
+    const first = Math.max(0, Math.floor(top / this.rowHeight) - OVERSCAN);
+    const last = Math.min(this.items.length, Math.ceil((top + view) / this.rowHeight) + OVERSCAN);
     const rows = [];
     for (let i = first; i < last; i++) {
       const row = this.renderItem(this.items[i], i);
