@@ -1,0 +1,126 @@
+"""The README's five-minute tour, run against the server `make demo` starts.
+
+The GraphQL operations are read from README.md itself, so the tour a newcomer
+follows is the tour this test checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from websockets.sync.client import connect
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(
+    bool(os.environ.get("KINFLOW_TEST_MONGODB_URI")), reason="make demo runs the embedded lake"
+)
+
+
+def readme_operations() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    return re.findall(r"```graphql\n(.*?)```", text, re.S)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def demo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = _free_port()
+    env = {**os.environ, "KINFLOW_PORT": str(port),
+           "KINFLOW_DATA_DIR": str(tmp_path_factory.mktemp("demo"))}  # fmt: skip
+    for key in ("KINFLOW_MONGODB_URI", "KINFLOW_DATABASE", "MAKEFLAGS"):
+        env.pop(key, None)
+    process = subprocess.Popen(
+        ["make", "-s", "demo"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                output = process.stdout.read() if process.stdout else ""
+                raise AssertionError(f"make demo did not come up:\n{output}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def post(url: str, query: str) -> dict[str, Any]:
+    request = urllib.request.Request(
+        f"{url}/graphql", data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    with urllib.request.urlopen(request, timeout=30) as response:
+        body = json.loads(response.read())
+    assert "errors" not in body, body
+    return dict(body["data"])
+
+
+def test_the_readme_tour(demo_url: str) -> None:
+    start, submit, subscribe, cohort, fire_child, approve = readme_operations()
+
+    started = post(demo_url, start)["startInstance"]["instance"]
+    assert started["currentStage"] == "drafting"
+    review = started["id"]
+
+    submitted = post(demo_url, submit.replace("<id>", review))["fireAction"]["instance"]
+    assert submitted["currentStage"] == "review"
+    assert sorted(r["rowKey"] for r in submitted["subworkflows"]) == ["de", "es", "fr"]
+    assert {r["status"] for r in submitted["subworkflows"]} == {"ACTIVE"}
+
+    ws_url = demo_url.replace("http://", "ws://") + "/graphql"
+    with connect(ws_url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+        ws.send(json.dumps({"type": "connection_init"}))
+        assert json.loads(ws.recv(10))["type"] == "connection_ack"
+        ws.send(json.dumps({"id": "tour", "type": "subscribe",
+                            "payload": {"query": subscribe.replace("<id>", review)}}))  # fmt: skip
+
+        seen = post(demo_url, cohort.replace("<id>", review))["cohort"]
+        assert (seen["total"], seen["active"], seen["done"], seen["settled"]) == (3, 3, 0, False)
+        for row in seen["rows"]:
+            child = post(demo_url, fire_child.replace("<childId>", row["childId"]))
+            assert child["fireAction"]["instance"]["status"] == "COMPLETED"
+            assert child["fireAction"]["instance"]["currentStage"] == "done"
+
+        completed: dict[str, dict[str, Any]] = {}
+        while len(completed) < 3:
+            message = json.loads(ws.recv(30))
+            assert message["type"] == "next", message
+            event = message["payload"]["data"]["childCompleted"]
+            completed[event["row"]["rowKey"]] = event["row"]
+        assert sorted(completed) == ["de", "es", "fr"]
+        assert all(r["status"] == "DONE" and r["stage"] == "done" for r in completed.values())
+
+    settled = post(demo_url, cohort.replace("<id>", review))["cohort"]
+    assert (settled["active"], settled["done"], settled["settled"]) == (0, 3, True)
+    published = post(demo_url, approve.replace("<id>", review))["fireAction"]["instance"]
+    assert published == {"status": "COMPLETED", "currentStage": "published"}
