@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from pymongo import AsyncMongoClient
+from pymongo.errors import PyMongoError
 
+from kinflow.errors import LakeUnavailable
 from kinflow.settings import Settings
 from kinflow.storage.embedded import EmbeddedLake
 from kinflow.storage.lake import Lake
@@ -59,9 +62,19 @@ async def open_lake(settings: Settings, *, database: str | None = None) -> LakeC
     )
     try:
         await lake.ensure_dataset()
-    except BaseException:
+    except BaseException as exc:
         await lake.close()
         if embedded is not None:
             await asyncio.to_thread(embedded.stop)
+        if isinstance(exc, PyMongoError):
+            raise LakeUnavailable(
+                f"the lake at {_redacted(uri)} did not answer: {str(exc).split(' (configured')[0]}",
+                uri=_redacted(uri),
+            ) from exc
         raise
     return LakeConnection(lake, uri, embedded)
+
+
+def _redacted(uri: str) -> str:
+    """The URI without a password, for messages."""
+    return re.sub(r"//([^:/@]+):[^@/]+@", r"//\1:***@", uri)

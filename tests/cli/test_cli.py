@@ -147,3 +147,47 @@ def test_machine_translation_children_are_completed_by_the_python_handler(
         "'machine-translate'].effectHistory[0].outputs.text",
     )
     assert "Hallo: Cohorts and settled gates [de]" in output, output
+
+
+NOTES = {
+    "name": "notes",
+    "title": "Take notes",
+    "initialStage": "open",
+    "fields": [{"name": "note", "type": "string", "editable": True}],
+    "stages": [
+        {
+            "name": "open",
+            "activities": [{"name": "work", "actions": [{"name": "finish", "status": "done"}]}],
+            "transitions": [{"name": "close", "to": "closed"}],
+        },
+        {"name": "closed"},
+    ],
+}
+
+
+def test_fire_and_edit_normal_use(cli_env: str, tmp_path: Path) -> None:
+    definition = tmp_path / "notes.json"
+    definition.write_text(json.dumps(NOTES))
+    assert invoke("deploy", str(definition))[0] == 0
+    status, output = invoke("start", "notes")
+    assert status == 0, output
+    notes = instance_id(output)
+    status, output = invoke("edit", notes, "note", "remember the milk")
+    assert status == 0 and "edited" in output and "changed" in output, output
+    assert (
+        json.loads(invoke("groq", f"*[_id == '{notes}'][0].fields[name == 'note'][0].value")[1])
+        == "remember the milk"
+    )
+    status, output = invoke("fire", notes, "work", "finish", "--key", "finish-1")
+    assert status == 0 and "COMPLETED" in output and "stage closed" in output, output
+    status, output = invoke("fire", notes, "work", "finish", "--key", "finish-1")
+    assert status == 0 and "no change" in output, output  # a replay, not a second fire
+
+
+def test_inspect_and_lake_refusals(cli_env: str, tmp_path: Path,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    refused(["inspect", "instance.nope"], "instance-not-found")
+    refused(["lake", "export", "bad dataset", str(tmp_path / "x.ndjson")], "gdr-invalid")
+    monkeypatch.setenv("KINFLOW_MONGODB_URI", "mongodb://127.0.0.1:9/?serverSelectionTimeoutMS=300")
+    monkeypatch.setenv("KINFLOW_OPERATION_TIMEOUT", "1")
+    refused(["lake", "status"], "lake-unavailable")

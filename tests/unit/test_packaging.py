@@ -44,3 +44,14 @@ def test_settings_defaults_and_env(monkeypatch: object) -> None:
     monkeypatch.setenv("KINFLOW_DATASET", "staging")
     configured = Settings(_env_file=None)  # type: ignore[call-arg]
     assert configured.port == 9090 and configured.dataset == "staging"
+
+
+def test_compose_demo_token_is_an_admin() -> None:
+    from kinflow.auth import load_tokens
+
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    raw = compose["services"]["kinflow"]["environment"]["KINFLOW_API_TOKENS"]
+    table = load_tokens(Settings(api_tokens=raw, _env_file=None))  # type: ignore[call-arg]
+    actor = table.lookup("demo-admin-token")
+    assert table.enabled and actor.id == "demo" and "admin" in actor.roles
+    assert "demo-admin-token" in (ROOT / "README.md").read_text()
