@@ -580,7 +580,7 @@ class Engine:
     ) -> OperationResult:
         actor = actor or Actor.system()
         if planner is verbs.plan_hop:
-            mutation = await self._hop(instance_id, name, actor)
+            mutation = await self._hop(instance_id, name, actor, check_missing=name == "tick")
         else:
             mutation = await self._commit(instance_id, name, actor, planner)
         if not cascade:
@@ -619,29 +619,36 @@ class Engine:
         await self._after_commit(mutation)
         return mutation
 
-    async def _hop(self, instance_id: str, name: str, actor: Actor) -> Mutation:
+    async def _hop(self, instance_id: str, name: str, actor: Actor, *,
+                   check_missing: bool = False) -> Mutation:
         """One cascade hop that first stamps what the instance's children did."""
-        return await self._observing(instance_id, name, actor, verbs.plan_hop,
-                                     self._gather_children)
 
-    async def _gather_children(self, state: Instance, session: AsyncClientSession
-                               ) -> list[Observation]:
-        """Children owing this instance a stamp, and live rows whose child is gone.
+        async def gather(state: Instance, session: AsyncClientSession) -> list[Observation]:
+            return await self._gather_children(state, session, check_missing)
+
+        return await self._observing(instance_id, name, actor, verbs.plan_hop, gather)
+
+    async def _gather_children(self, state: Instance, session: AsyncClientSession,
+                               check_missing: bool) -> list[Observation]:
+        """Children owing this instance a stamp, and (on a tick) live rows whose child is gone.
 
         Reads only the children that changed (their ``propagateTo`` names this
-        instance) plus one indexed count; the full child list is read only when
-        the count says a child document is missing.
+        instance). A tick also counts the live children by index and reads the
+        child list only when the count says a document is missing; propagation
+        rounds skip that count, which costs in proportion to the cohort.
         """
-        owed = await self.lake.find({"propagateTo": state.id_}, dataset=self.dataset,
+        owed = await self.lake.find({**_INSTANCES, "propagateTo": state.id_},
+                                    dataset=self.dataset,
                                     session=session, projection=OBSERVATION_FIELDS)
         seen = [Observation.of(doc) for doc in owed]
         live = [r for r in state.subworkflows
                 if r.resolved is None and not (state.materialising and r.seed is not None)]
-        if not live:
+        if not live or not check_missing:
             return seen
         finishing = {o.child_id for o in seen if o.status in ("done", "aborted")}
         expected = sum(1 for r in live if r.child_id not in finishing)
-        present = await self.lake.count({"parentInstance": state.id_, "completedAt": None},
+        present = await self.lake.count({**_INSTANCES, "parentInstance": state.id_,
+                                         "completedAt": None},
                                         dataset=self.dataset, session=session)
         if present >= expected:
             return seen
@@ -776,7 +783,7 @@ class Engine:
             await self._verb(parent_id, "propagate", Actor.system(), verbs.plan_hop)
         except InstanceNotFound:  # the parent is gone: the children stop telling it
             await self.lake.collection(self.dataset).update_many(
-                {"propagateTo": parent_id},
+                {**_INSTANCES, "propagateTo": parent_id},
                 {"$unset": {"propagateTo": "", "propagateToken": ""}})
 
     async def repair(self, instance_id: str, *, actor: Actor | None = None) -> Instance:
@@ -927,9 +934,10 @@ class Engine:
                                         dataset=self.dataset, session=session)
         if mutation.clears:
             # honoured propagation tokens; a child that changed again keeps its new one
+            # (ids x tokens is exact: a token is unique to the one commit that set it)
             await self.lake.collection(self.dataset).update_many(
-                {"$or": [{"_id": cid, "propagateToken": token}
-                         for cid, token in mutation.clears]},
+                {"_id": {"$in": [cid for cid, _ in mutation.clears]},
+                 "propagateToken": {"$in": [token for _, token in mutation.clears]}},
                 {"$unset": {"propagateTo": "", "propagateToken": ""},
                  "$set": {"_rev": new_rev()}},
                 session=session)
