@@ -242,7 +242,7 @@ def chip(page: Page, activity: str, status: str, value: int) -> str:
 # ---- the tests --------------------------------------------------------------
 
 
-def test_token_search_actions_errors_and_live_instance(server: Api, page: Page) -> None:
+def test_token_search_actions_errors_and_live_instance(page: Page, server: Api) -> None:
     api = server
     api.deploy([CHECK_DEFINITION])
     first = api.start("inspector-check")
@@ -309,7 +309,7 @@ def test_token_search_actions_errors_and_live_instance(server: Api, page: Page) 
     assert page.locator("#tokenDialog").is_hidden()
 
 
-def test_fires_submit_on_a_child_and_sees_the_cohort_change_live(server: Api, page: Page) -> None:
+def test_fires_submit_on_a_child_and_sees_the_cohort_change_live(page: Page, server: Api) -> None:
     """The issue's check on the canonical example: article-review and its translations."""
     api = server
     api.deploy(json.loads((EXAMPLES / "article-review.json").read_text()))
@@ -355,7 +355,7 @@ def test_fires_submit_on_a_child_and_sees_the_cohort_change_live(server: Api, pa
     shot(page, "12-review-published")
 
 
-def test_family_tree_shows_parent_children_and_grandchildren(server: Api, page: Page) -> None:
+def test_family_tree_shows_parent_children_and_grandchildren(page: Page, server: Api) -> None:
     """The three-level example: a release, its reviews, their translations."""
     api = server
     api.deploy(yaml.safe_load((EXAMPLES / "release.yaml").read_text())
@@ -393,7 +393,7 @@ def test_family_tree_shows_parent_children_and_grandchildren(server: Api, page: 
     shot(page, "20-grandchild-lineage")
 
 
-def test_a_cohort_of_a_thousand_children_renders_virtualised(server: Api, page: Page) -> None:
+def test_a_cohort_of_a_thousand_children_renders_virtualised(page: Page, server: Api) -> None:
     api = server
     api.deploy(BULK_DEFINITIONS)
     api.put({"_id": "batch-1", "_type": "batch", "items": [f"item-{i:04d}" for i in range(1000)]})
