@@ -36,7 +36,8 @@ _TOKEN_RE = re.compile(
     r"|(?P<ident>[A-Za-z_][A-Za-z0-9_]*)"
     r"|(?P<param>\$[A-Za-z_][A-Za-z0-9_]*)"
     r"|(?P<op>" + "|".join(re.escape(op) for op in OPERATORS) + r")"
-    r"|(?P<quote>[\"'])"
+    r"|(?P<str>\"(?:[^\"\\]|\\[\s\S])*\"|'(?:[^'\\]|\\[\s\S])*')"
+    r"|(?P<bad>[\s\S])"
 )
 _PLAIN_RUN = {'"': re.compile(r'[^"\\]*'), "'": re.compile(r"[^'\\]*")}
 
@@ -44,36 +45,36 @@ _PLAIN_RUN = {'"': re.compile(r'[^"\\]*'), "'": re.compile(r"[^'\\]*")}
 def tokenize(query: str) -> list[Token]:
     """All tokens of ``query``, ending with an ``eof`` token."""
     out: list[Token] = []
-    i = 0
-    n = len(query)
-    match = _TOKEN_RE.match
-    while i < n:
-        m = match(query, i)
-        if m is None:
-            if query[i] == "$":
-                raise GroqSyntaxError("expected a parameter name after '$'", query, i + 1)
-            raise GroqSyntaxError(f"unexpected character {query[i]!r}", query, i)
+    append = out.append
+    for m in _TOKEN_RE.finditer(query):
         kind = m.lastgroup
-        end = m.end()
         if kind == "ws":
-            pass
+            continue
+        i = m.start()
+        text = m.group()
+        if kind == "ident" or kind == "op":
+            append(Token(kind, text, i, m.end()))
         elif kind == "num":
-            text = m.group()
             is_float = "." in text or "e" in text or "E" in text
             # Numbers are doubles; long digit strings go through float() (no bignums).
             value: object = float(text) if is_float or len(text) > 15 else int(text)
-            out.append(Token("num", value, i, end))
-        elif kind == "ident":
-            out.append(Token("ident", m.group(), i, end))
+            append(Token("num", value, i, m.end()))
+        elif kind == "str":
+            if "\\" in text:
+                value, _ = _scan_string(query, i)
+            else:
+                value = text[1:-1]
+            append(Token("str", value, i, m.end()))
         elif kind == "param":
-            out.append(Token("param", m.group()[1:], i, end))
-        elif kind == "op":
-            out.append(Token("op", m.group(), i, end))
+            append(Token("param", text[1:], i, m.end()))
+        elif text in "\"'":
+            raise GroqSyntaxError("unterminated string", query, i)
+        elif text == "$":
+            raise GroqSyntaxError("expected a parameter name after '$'", query, i + 1)
         else:
-            value, end = _scan_string(query, i)
-            out.append(Token("str", value, i, end))
-        i = end
-    out.append(Token("eof", None, n, n))
+            raise GroqSyntaxError(f"unexpected character {text!r}", query, i)
+    n = len(query)
+    append(Token("eof", None, n, n))
     return out
 
 

@@ -25,6 +25,15 @@ _CMP_OPS = frozenset({"==", "!=", "<", "<=", ">", ">="})
 _KEYWORD_OPS = frozenset({"in", "match", "asc", "desc"})
 _NONASSOC = frozenset({PAIR, CMP, RANGE})
 
+_INFIX: dict[object, tuple[int, str]] = {
+    op: (lvl, op) for op, lvl in {
+        "=>": PAIR, "||": OR, "&&": AND, "..": RANGE, "...": RANGE, "+": ADD, "-": ADD,
+        "*": MUL, "/": MUL, "%": MUL, "**": POW, "==": CMP, "!=": CMP, "<": CMP, "<=": CMP,
+        ">": CMP, ">=": CMP,
+    }.items()
+}
+_POSTFIX_START = frozenset({".", "[", "{", "->", "|"})
+
 _UNKNOWN = object()  # constant folding met a parameter whose value is not known yet
 _NOT_CONST = object()
 
@@ -58,6 +67,8 @@ class _Parser:
     def __init__(self, query: str, params: Mapping[str, Any] | None) -> None:
         self.query = query
         self.toks: list[Token] = tokenize(query)
+        self.toks.extend([self.toks[-1]] * 6)  # eof padding: peek(k) needs no bounds check
+        self.last = len(self.toks) - 7
         self.i = 0
         self.params = params
         self.params_read: set[str] = set()
@@ -69,18 +80,17 @@ class _Parser:
     # ------------------------------------------------------------------ helpers
 
     def peek(self, k: int = 0) -> Token:
-        j = min(self.i + k, len(self.toks) - 1)
-        return self.toks[j]
+        return self.toks[self.i + k]
 
     def next(self) -> Token:
         t = self.toks[self.i]
-        if self.i < len(self.toks) - 1:
+        if self.i < self.last:
             self.i += 1
         return t
 
     def at(self, op: str, k: int = 0) -> bool:
-        t = self.peek(k)
-        return t.kind == "op" and t.value == op
+        t = self.toks[self.i + k]
+        return t[1] == op and t[0] == "op"
 
     def expect(self, op: str) -> Token:
         t = self.peek()
@@ -203,16 +213,11 @@ class _Parser:
     # ------------------------------------------------------------------ expressions
 
     def infix(self, tok: Token) -> tuple[int, str] | None:
-        if tok.kind == "op":
-            v = tok.value
-            if v in _CMP_OPS:
-                return CMP, str(v)
-            table = {"=>": PAIR, "||": OR, "&&": AND, "..": RANGE, "...": RANGE, "+": ADD,
-                     "-": ADD, "*": MUL, "/": MUL, "%": MUL, "**": POW}
-            lvl = table.get(str(v))
-            return (lvl, str(v)) if lvl is not None else None
-        if tok.kind == "ident" and tok.value in _KEYWORD_OPS:
-            return CMP, str(tok.value)
+        kind = tok[0]
+        if kind == "op":
+            return _INFIX.get(tok[1])
+        if kind == "ident" and tok[1] in _KEYWORD_OPS:
+            return CMP, str(tok[1])
         return None
 
     def parse_expr(self, min_bp: int) -> n.Node:
@@ -395,7 +400,17 @@ class _Parser:
 
     def parse_array(self) -> n.Node:
         elems: list[n.ArrayElement] = []
+        toks = self.toks
         while not self.at("]"):
+            t, nxt = toks[self.i], toks[self.i + 1]
+            if (t[0] == "num" or t[0] == "str") and nxt[0] == "op" and nxt[1] in (",", "]"):
+                # fast path for literal-heavy arrays (JSON, GeoJSON)
+                self.i += 1
+                lit: Any = t[1]
+                elems.append(n.ArrayElement(n.Value(num(lit) if t[0] == "num" else lit), False))
+                if nxt[1] == ",":
+                    self.i += 1
+                continue
             splat = False
             if self.at("..."):
                 self.next()
@@ -441,6 +456,9 @@ class _Parser:
     # ------------------------------------------------------------------ traversals
 
     def parse_postfix(self, base: n.Node, implicit: bool) -> n.Node:
+        t = self.toks[self.i]
+        if not implicit and (t[0] != "op" or t[1] not in _POSTFIX_START):
+            return base
         steps: list[Step] = []
         while True:
             tok = self.peek()
