@@ -212,6 +212,18 @@ def test_instances_changed_follows_a_filter(client: TestClient, lake_uri: str, d
         while left["kind"] != "completed":
             left = ws.next()["data"]["instancesChanged"]
         assert left["instance"] == {"id": children[0], "status": "COMPLETED"}
+    query = "query($w: InstanceFilter) { instances(where: $w) { totalCount nodes { id } } }"
+    for where in ({"parentId": "p-4"}, {"rootId": "p-4"}, {"rootId": "p-4", "parentId": "p-4"}):
+        found = data(gql(client, query, {"w": where}))["instances"]
+        assert sorted(n["id"] for n in found["nodes"]) == sorted(children), where
+    active = data(gql(client, query, {"w": {"parentId": "p-4", "status": "ACTIVE"}}))
+    assert [n["id"] for n in active["instances"]["nodes"]] == [children[1]]
+    family = data(gql(client, """{ instance(id: "p-4") { children { id parent { id }
+        ancestors { id } } active: children(status: ACTIVE) { id } } }"""))["instance"]
+    assert sorted(c["id"] for c in family["children"]) == sorted(children)
+    assert {c["parent"]["id"] for c in family["children"]} == {"p-4"}
+    assert family["children"][0]["ancestors"] == [{"id": "p-4"}]
+    assert family["active"] == [{"id": children[1]}]
 
 
 def test_document_changed(client: TestClient) -> None:
