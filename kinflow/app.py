@@ -30,6 +30,7 @@ from strawberry.exceptions import ConnectionRejectionError
 from kinflow import __version__
 from kinflow.auth import TokenTable, Unauthenticated, bearer, load_tokens
 from kinflow.engine import Actor, Engine
+from kinflow.inspector import inspector_routes
 from kinflow.plugins import build_engine
 from kinflow.schema import build_schema
 from kinflow.schema.context import Context, Services
@@ -180,6 +181,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Route("/healthz", healthz),
             Route("/graphql", graphql, methods=["GET", "POST"]),
             WebSocketRoute("/graphql", graphql),
+            *inspector_routes(),
         ],
         lifespan=lifespan,
     )
