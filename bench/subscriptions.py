@@ -142,7 +142,8 @@ async def build(engine: Engine, parents: int, children: int, concurrency: int
                  "spawnedAt": entry["enteredAt"]} for n, cid in enumerate(kids)]  # fmt: skip
         await coll.update_many({"_id": {"$in": kids}}, {"$set": {
             "ancestors": [{"id": f"lake:production:{pid}", "type": "kinflow.instance"}]}})
-        await coll.update_one({"_id": pid}, {"$set": {"subworkflows": rows}})
+        await coll.update_one({"_id": pid}, {"$set": {"subworkflows": rows,
+                                                      "_rev": f"bench-{pid}"}})
     return family
 
 

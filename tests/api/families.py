@@ -8,6 +8,7 @@ stamp rows the way propagation will.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from pymongo import MongoClient
@@ -62,18 +63,20 @@ def build_family(client: TestClient, lake_uri: str, database: str, parent: str,
     for child in children:
         coll.update_one({"_id": child}, {"$set": {
             "ancestors": [{"id": gdr(parent), "type": "kinflow.instance"}]}})
-    coll.update_one({"_id": parent}, {"$push": {"subworkflows": {"$each": rows}}})
+    coll.update_one({"_id": parent}, {"$push": {"subworkflows": {"$each": rows}},
+                                      "$set": {"_rev": uuid.uuid4().hex[:16]}})
     raw.close()
     return children
 
 
 def stamp(lake_uri: str, database: str, parent: str, row_key: str, update: dict[str, Any]
           ) -> None:
-    """Set fields of one registry row, as propagation and condemnation do."""
+    """Set fields of one registry row, as propagation and condemnation do (new ``_rev``)."""
     raw: MongoClient[dict[str, Any]] = MongoClient(lake_uri)
+    fields = {f"subworkflows.$[row].{k}": v for k, v in update.items()}
     raw[database]["production"].update_one(
         {"_id": parent},
-        {"$set": {f"subworkflows.$[row].{k}": v for k, v in update.items()}},
+        {"$set": {**fields, "_rev": uuid.uuid4().hex[:16]}},
         array_filters=[{"row._key": row_key}],
     )
     raw.close()

@@ -170,6 +170,10 @@ def test_cohort_changed_and_the_cohort_query_agree_with_the_engine(
             later = ws.next()["data"]["cohortChanged"]
         assert (later["active"], later["settled"]) == (1, False)
 
+    stamped = '{ cohort(parentId: "p-3", activity: "translate") { done } }'
+    for _ in range(1000):  # propagation has stamped both finished children on the parent
+        if data(gql(client, stamped))["cohort"]["done"] == 2:
+            break
     # an abort owed to the last child, as a parent abort or a stage exit records it
     stamp(lake_uri, database, "p-3", "row-es", {"abortPending": {
         "at": "2026-01-01T00:00:00.000Z", "reason": "parent aborted"}})
