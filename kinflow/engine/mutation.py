@@ -37,3 +37,4 @@ class Mutation:
     result: Any = None
     settle: list[str] = field(default_factory=list)  # children whose cascade the runner owes
     clears: list[tuple[str, str]] = field(default_factory=list)  # (child id, token) honoured
+    before: dict[str, Any] | None = None  # the loaded document (for a targeted write)

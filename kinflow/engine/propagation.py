@@ -17,12 +17,19 @@ is durable and the heartbeat runs rounds for any parent still owed one.
 With ``wait=True`` a requester waits for the round that covers its request
 (the reference's contract: a verb on a child returns after the parent reacted);
 with ``wait=False`` it returns at once and the round runs in the background.
+In the background, rounds on one parent are paced: after a round that took
+``t`` seconds the next starts no sooner than ``pace * t`` later, so rounds
+take a bounded share of the process however large the parent grows, and
+each round absorbs every completion that arrived meanwhile. The number of
+rounds over a cohort's life then stays roughly constant as the cohort grows,
+instead of one round per child.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -38,9 +45,11 @@ class _Flight:
 class Propagator:
     """Coalesces propagation rounds per parent id."""
 
-    def __init__(self, run_round: Callable[[str], Awaitable[None]], *, wait: bool = True):
+    def __init__(self, run_round: Callable[[str], Awaitable[None]], *, wait: bool = True,
+                 pace: float = 2.0):
         self._run_round = run_round
         self.wait = wait
+        self.pace = pace
         self._flights: dict[str, _Flight] = {}
         self.rounds = 0  # rounds run (the bench reports parent commits from the lake)
 
@@ -61,6 +70,7 @@ class Propagator:
             while flight.waiters:
                 waiters, flight.waiters = flight.waiters, []
                 self.rounds += 1
+                started = time.monotonic()
                 try:
                     await self._run_round(parent_id)
                 except Exception as exc:  # the heartbeat repairs; the waiters learn of it
@@ -72,6 +82,8 @@ class Propagator:
                 for future in waiters:
                     if not future.done():
                         future.set_result(None)
+                if not self.wait and flight.waiters:
+                    await asyncio.sleep((time.monotonic() - started) * self.pace)
         finally:
             flight.task = None
             if not flight.waiters:

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from kinflow import groq
 from kinflow.define.validate import Checked
 from kinflow.engine import deploy as deploying
+from kinflow.engine import patch as patching
 from kinflow.engine import spawn as spawning
 from kinflow.engine import verbs
 from kinflow.engine.cohorts import OBSERVATION_FIELDS, Observation, condemned
@@ -69,6 +70,7 @@ from kinflow.engine.mutation import Mutation
 from kinflow.engine.propagation import Propagator
 from kinflow.engine.state import INSTANCE_TYPE, Instance, PendingEffect, parse_instance
 from kinflow.errors import DocumentExists, KinflowError, RevisionConflict
+from kinflow.storage.documents import iso as iso_moment
 from kinflow.storage.documents import new_rev, stamp_created
 from kinflow.storage.gdr import to_gdr
 from kinflow.storage.lake import IndexSpec, Lake
@@ -923,12 +925,25 @@ class Engine:
         document = mutation.instance.to_document()
         if mutation.insert:
             stored = await self.lake.create(document, dataset=self.dataset, session=session)
+            mutation.instance.rev_ = stored["_rev"]
+            mutation.instance.createdAt_ = stored.get("_createdAt")
+            mutation.instance.updatedAt_ = stored.get("_updatedAt")
+        elif mutation.before is not None and expected_rev is not None:
+            # targeted: only what changed (a cohort parent is never rewritten whole)
+            update, filters = patching.diff(mutation.before, document)
+            moment = self.clock()
+            if update:
+                mutation.instance.rev_ = await self.lake.update(
+                    mutation.instance.id_, update, expected_rev=expected_rev,
+                    dataset=self.dataset, session=session, array_filters=filters or None,
+                    now=moment)
+                mutation.instance.updatedAt_ = iso_moment(moment)
         else:
             stored = await self.lake.replace(document, expected_rev=expected_rev,
                                              dataset=self.dataset, session=session)
-        mutation.instance.rev_ = stored["_rev"]
-        mutation.instance.createdAt_ = stored.get("_createdAt")
-        mutation.instance.updatedAt_ = stored.get("_updatedAt")
+            mutation.instance.rev_ = stored["_rev"]
+            mutation.instance.createdAt_ = stored.get("_createdAt")
+            mutation.instance.updatedAt_ = stored.get("_updatedAt")
         if mutation.creates:
             await self.lake.create_many(mutation.creates[:self.limits.spawn_txn],
                                         dataset=self.dataset, session=session)

@@ -119,7 +119,7 @@ class _Commit:
             creates=list(self.ctx.creates), settle=list(self.ctx.settle),
             effects_queued=[p for p in m.pendingEffects if p.key_ not in self.effects_start],
             history=m.history[self.history_start:], replay=replay, result=result,
-            clears=clears or [],
+            clears=clears or [], before=None if insert else self.before,
         )
 
 
