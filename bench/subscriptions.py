@@ -4,12 +4,16 @@ Runs ``kinflow.app:create_app`` under uvicorn on 127.0.0.1 (embedded lake in
 a temporary directory), builds 100 parents with 10 children each (the
 registry rows and ``ancestors`` laid out as a spawn stores them), then for
 100 and for 1,000 ``childChanged`` subscriptions (spread over the 100
-parents, 10 per websocket) drives 1,000 child stage moves through the
-engine and measures every delivery. Latency runs from the child's commit
-(its ``_updatedAt``, stamped in the committing transaction) to receipt by
-the client.
+parents, 10 per websocket) drives 1,000 child stage moves and measures
+every delivery. Latency runs from the child's commit (its ``_updatedAt``,
+stamped by the committing write) to receipt by the client. By default each
+change is one lake write of the child's stage, so the figures are the API's
+fan-out; ``--driver engine`` makes each change a ``fireAction`` (two engine
+commits plus propagation to the parent), which the embedded lake caps at a
+few moves per second.
 
     python bench/subscriptions.py [--parents 100] [--children 10] [--concurrency 16]
+                                  [--driver lake|engine]
 """
 
 from __future__ import annotations
@@ -117,34 +121,44 @@ async def gather_limited(concurrency: int, jobs: list[Any]) -> list[Any]:
     return list(await asyncio.gather(*(run(j) for j in jobs)))
 
 
-async def build(engine: Engine, parents: int, children: int, concurrency: int
-                ) -> dict[str, list[str]]:
-    """Start the parents and children and link them as a spawn would."""
+async def build(engine: Engine, parents: int, children: int) -> dict[str, list[str]]:
+    """Start one parent and one child through the engine, then clone them into families.
+
+    The clones are real instance documents (copies of engine-written ones)
+    linked as a spawn links them: registry rows on the parent, ``ancestors``
+    on each child.
+    """
     await engine.deploy([CHILD, PARENT])
+    template_parent = (await engine.start_instance("bench-parent")).instance.to_json()
+    template_child = (await engine.start_instance("bench-child")).instance.to_json()
+    entry = template_parent["stages"][-1]
     family: dict[str, list[str]] = {}
-    parent_ids = [f"bench-p{p:03d}" for p in range(parents)]
-    await gather_limited(concurrency, [engine.start_instance("bench-parent", instance_id=pid)
-                                       for pid in parent_ids])  # fmt: skip
-    jobs = []
-    for pid in parent_ids:
+    docs: list[dict[str, Any]] = []
+    for p in range(parents):
+        pid = f"bench-p{p:03d}"
         family[pid] = [f"{pid}.c{c:02d}" for c in range(children)]
-        jobs += [engine.start_instance("bench-child", instance_id=cid) for cid in family[pid]]
-    await gather_limited(concurrency, jobs)
-    coll = engine.lake.collection()
-    for pid, kids in family.items():
-        parent = await coll.find_one({"_id": pid})
-        assert parent is not None
-        entry = parent["stages"][-1]
         rows = [{"_key": f"row-{n}", "activity": "fan", "action": "spawn",
                  "definition": "bench-child", "stageEntry": entry["_key"],
                  "cohortStage": entry["name"], "rowKey": str(n),
                  "ref": {"id": f"lake:production:{cid}", "type": "kinflow.instance"},
-                 "spawnedAt": entry["enteredAt"]} for n, cid in enumerate(kids)]  # fmt: skip
-        await coll.update_many({"_id": {"$in": kids}}, {"$set": {
-            "ancestors": [{"id": f"lake:production:{pid}", "type": "kinflow.instance"}]}})
-        await coll.update_one({"_id": pid}, {"$set": {"subworkflows": rows,
-                                                      "_rev": f"bench-{pid}"}})
+                 "spawnedAt": entry["enteredAt"]}
+                for n, cid in enumerate(family[pid])]  # fmt: skip
+        docs.append({**template_parent, "_id": pid, "subworkflows": rows})
+        docs += [{**template_child, "_id": cid, "ancestors": [
+            {"id": f"lake:production:{pid}", "type": "kinflow.instance"}]}
+            for cid in family[pid]]  # fmt: skip
+    for i in range(0, len(docs), 500):
+        await engine.lake.create_many(docs[i:i + 500])
     return family
+
+
+async def drive(engine: Engine, driver: str, child: str, step: str) -> None:
+    """One child change: an engine verb (two commits), or one lake write of its stage."""
+    if driver == "engine":
+        await engine.fire_action(child, f"work-{step}", "next")
+        return
+    after = STEPS[STEPS.index(step) + 1]
+    await engine.lake.update(child, {"$set": {"currentStage": after}})
 
 
 @dataclass
@@ -194,7 +208,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def phase(url: str, engine: Engine, family: dict[str, list[str]], subscriptions: int,
-                step: str, concurrency: int) -> dict[str, Any]:
+                step: str, concurrency: int, driver: str) -> dict[str, Any]:
     parent_ids = list(family)
     targets = [parent_ids[n % len(parent_ids)] for n in range(subscriptions)]
     children_per_parent = len(next(iter(family.values())))
@@ -208,8 +222,7 @@ async def phase(url: str, engine: Engine, family: dict[str, list[str]], subscrip
     # interleaved across parents, so concurrent moves rarely stamp the same parent
     children = [kids[c] for c in range(children_per_parent) for kids in family.values()]
     started = time.time()
-    await gather_limited(concurrency, [engine.fire_action(cid, f"work-{step}", "next")
-                                       for cid in children])  # fmt: skip
+    await gather_limited(concurrency, [drive(engine, driver, cid, step) for cid in children])
     driven = time.time()
     try:
         await asyncio.wait_for(receiver.done.wait(), timeout=120)
@@ -239,15 +252,16 @@ async def main(args: argparse.Namespace) -> None:
         engine = Engine(lake)
         await engine.ensure_ready()
         console.print(f"building {args.parents} parents x {args.children} children ...")
-        family = await build(engine, args.parents, args.children, args.concurrency)
+        family = await build(engine, args.parents, args.children)
         url = base.replace("http", "ws") + "/graphql"
         results = []
         for subscriptions, step in ((args.parents, "one"), (args.parents * 10, "two")):
             console.print(f"{subscriptions} subscriptions ...")
             results.append(await phase(url, engine, family, subscriptions, step,
-                                       args.concurrency))  # fmt: skip
+                                       args.concurrency, args.driver))  # fmt: skip
         await lake.close()
-    table = Table(title="childChanged fan-out (uvicorn, 1 worker, embedded lake, 127.0.0.1)")
+    table = Table(title="childChanged fan-out (uvicorn, 1 worker, embedded lake, 127.0.0.1, "
+                        f"changes by {args.driver})")
     for column in ("subscriptions", "websockets", "child changes", "events delivered",
                    "commits/s", "delivered events/s", "p50 ms", "p99 ms"):
         table.add_column(column, justify="right")
@@ -263,4 +277,6 @@ if __name__ == "__main__":
     parser.add_argument("--parents", type=int, default=100)
     parser.add_argument("--children", type=int, default=10)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--driver", choices=("lake", "engine"), default="lake",
+                        help="make each child change with a lake write (default) or fireAction")
     asyncio.run(main(parser.parse_args()))
