@@ -54,7 +54,8 @@ def instance_id(n: int) -> str:
 
 async def seed_release(lake: Lake, n: int, shape: Shape) -> None:
     """Create release ``n`` and its articles in one transaction (all or none)."""
-    docs = [{"_id": release_id(n), "_type": "release", "title": f"Release {n}"}]
+    docs: list[dict[str, Any]] = [{"_id": release_id(n), "_type": "release",
+                                   "title": f"Release {n}"}]
     for j in range(shape.children):
         docs.append({"_id": f"art-{n}-{j}", "_type": "article", "release": release_id(n),
                      "locales": list(LOCALES[: shape.grandchildren])})

@@ -43,12 +43,15 @@ class DriverFailed(AssertionError):
     """The driver died on its own with an error: a bug the kill did not cause."""
 
 
-async def _pump(stream: asyncio.StreamReader, lines: deque[str], ready: asyncio.Event) -> None:
+async def _pump(stream: asyncio.StreamReader, lines: deque[str], ready: asyncio.Event,
+                report: KillReport) -> None:
     while raw := await stream.readline():
         line = raw.decode(errors="replace").rstrip()
         lines.append(line)
         if line == "ready":
             ready.set()
+        elif line.startswith("op "):
+            report.operations += 1
 
 
 async def one_kill(uri: str, database: str, seed: int, shape: Shape, delay: float,
@@ -63,7 +66,7 @@ async def one_kill(uri: str, database: str, seed: int, shape: Shape, delay: floa
     lines: deque[str] = deque(maxlen=60)
     ready = asyncio.Event()
     assert process.stdout is not None
-    pump = asyncio.create_task(_pump(process.stdout, lines, ready))
+    pump = asyncio.create_task(_pump(process.stdout, lines, ready, report))
     try:
         await asyncio.wait_for(ready.wait(), READY_TIMEOUT)
         await asyncio.sleep(delay)
@@ -74,10 +77,9 @@ async def one_kill(uri: str, database: str, seed: int, shape: Shape, delay: floa
         await pump
         if process.returncode != -signal.SIGKILL:
             if process.returncode != 0:
-                raise DriverFailed("driver exited %s:\n%s" % (process.returncode,
-                                                              "\n".join(lines)))
+                tail = "\n".join(lines)
+                raise DriverFailed(f"driver exited {process.returncode}:\n{tail}")
             report.exited_early += 1
-        report.operations += sum(1 for line in lines if line.startswith("op "))
     finally:
         if process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
