@@ -19,6 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
@@ -31,6 +32,7 @@ from kinflow import __version__
 from kinflow.auth import TokenTable, Unauthenticated, bearer, load_tokens
 from kinflow.engine import Actor, Engine
 from kinflow.inspector import inspector_routes
+from kinflow.limits_http import RequestSizeLimit
 from kinflow.plugins import build_engine
 from kinflow.schema import build_schema
 from kinflow.schema.context import Context, Services
@@ -184,4 +186,5 @@ def create_app(settings: Settings | None = None) -> Starlette:
             *inspector_routes(),
         ],
         lifespan=lifespan,
+        middleware=[Middleware(RequestSizeLimit, max_bytes=settings.max_request_bytes)],
     )

@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     max_query_tokens: int = Field(default=4000, description="Most tokens one document may have.")
     max_query_aliases: int = Field(default=30, description="Most aliases one document may use.")
     max_page_size: int = Field(default=1000, description="Largest `first` a connection accepts.")
+    max_request_bytes: int = Field(
+        default=8 * 1024 * 1024, description="Largest HTTP request body (request-too-large)."
+    )
     max_subscriptions_per_connection: int = Field(
         default=100, description="Operations one websocket may run at once."
     )
