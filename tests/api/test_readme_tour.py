@@ -9,10 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import socket
-import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +16,8 @@ from typing import Any
 
 import pytest
 from websockets.sync.client import connect
+
+from tests.support import free_port, running
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,45 +31,16 @@ def readme_operations() -> list[str]:
     return re.findall(r"```graphql\n(.*?)```", text, re.S)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def demo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "KINFLOW_PORT": str(port),
            "KINFLOW_DATA_DIR": str(tmp_path_factory.mktemp("demo"))}  # fmt: skip
     for key in ("KINFLOW_MONGODB_URI", "KINFLOW_DATABASE", "MAKEFLAGS"):
         env.pop(key, None)
-    process = subprocess.Popen(
-        ["make", "-s", "demo"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                output = process.stdout.read() if process.stdout else ""
-                raise AssertionError(f"make demo did not come up:\n{output}")
-            time.sleep(0.2)
+    with running(["make", "-s", "demo"], cwd=ROOT, env=env, health_url=f"{url}/healthz"):
         yield url
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 def post(url: str, query: str) -> dict[str, Any]:

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,15 +14,11 @@ from pathlib import Path
 import pytest
 from pymongo import MongoClient
 
+from tests.support import free_port, running
+
 pytestmark = pytest.mark.skipif(
     bool(os.environ.get("KINFLOW_TEST_MONGODB_URI")), reason="embedded lake only"
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _get(url: str) -> tuple[int, dict[str, object]]:
@@ -35,34 +28,13 @@ def _get(url: str) -> tuple[int, dict[str, object]]:
 
 @contextmanager
 def serving(data_dir: Path) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "KINFLOW_DATA_DIR": str(data_dir), "KINFLOW_PORT": str(port)}
     env.pop("KINFLOW_MONGODB_URI", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kinflow.cli", "serve"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                _get(f"{base}/healthz")
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError("kinflow serve did not come up") from None
-                time.sleep(0.1)
+    with running([sys.executable, "-m", "kinflow.cli", "serve"], env=env,
+                 health_url=f"{base}/healthz"):  # fmt: skip
         yield base
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def test_serve_reports_health_and_the_lake_survives_a_restart(data_dir: Path) -> None:
