@@ -22,23 +22,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import tempfile
-import time
 import uuid
-from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
+from _harness import lake_uri, print_rates, rate
 
 from kinflow.engine import Engine
 from kinflow.settings import Settings
 from kinflow.storage import Lake
 from kinflow.storage.connect import make_client
-from kinflow.storage.embedded import EmbeddedLake
-
-Op = Callable[[int], Awaitable[None]]
 
 DEFINITION = {
     "name": "bench-counter",
@@ -54,21 +46,6 @@ DEFINITION = {
         {"name": "done"},
     ],
 }
-
-
-async def rate(op: Op, tasks: int, seconds: float) -> float:
-    """Completed operations per second over ``tasks`` concurrent loops."""
-    stop = time.perf_counter() + seconds
-    done = [0] * tasks
-
-    async def loop(task: int) -> None:
-        while time.perf_counter() < stop:
-            await op(task)
-            done[task] += 1
-
-    started = time.perf_counter()
-    await asyncio.gather(*(loop(t) for t in range(tasks)))
-    return sum(done) / (time.perf_counter() - started)
 
 
 async def run(uri: str, seconds: float) -> list[tuple[str, float, float]]:
@@ -123,27 +100,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--uri", default=None, help="a MongoDB URI instead of the embedded lake")
     args = parser.parse_args()
-    daemon = None
-    uri = args.uri
-    if uri is None:
-        daemon = EmbeddedLake(Path(tempfile.mkdtemp(prefix="kinflow-bench-")))
-        uri = daemon.start()
-    try:
+    with lake_uri(args.uri) as uri:
         rows = asyncio.run(run(uri, args.seconds))
-    finally:
-        if daemon is not None:
-            daemon.stop()
-    table = Table(title=f"engine commits vs raw transactions ({'embedded' if daemon else uri})")
-    table.add_column("operation")
-    table.add_column("1 task", justify="right")
-    table.add_column("8 tasks", justify="right")
-    for name, one, eight in rows:
-        table.add_row(name, f"{one:,.0f}", f"{eight:,.0f}")
     (_, raw1, raw8), (_, eng1, eng8), (_, big1, big8) = rows
-    table.add_row("engine / raw", f"{eng1 / raw1:.2f}", f"{eng8 / raw8:.2f}")
-    table.add_row("engine / raw on an instance-sized document", f"{eng1 / big1:.2f}",
-                  f"{eng8 / big8:.2f}")
-    Console().print(table)
+    print_rates(
+        f"engine commits vs raw transactions ({args.uri or 'embedded'})",
+        rows,
+        [("engine / raw", eng1 / raw1, eng8 / raw8),
+         ("engine / raw on an instance-sized document", eng1 / big1, eng8 / big8)],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

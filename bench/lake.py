@@ -11,40 +11,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
+from _harness import lake_uri, print_rates, rate
 
 from kinflow.errors import RevisionConflict
 from kinflow.settings import Settings
 from kinflow.storage import Lake
 from kinflow.storage.connect import make_client
-from kinflow.storage.embedded import EmbeddedLake
-
-Op = Callable[[int, int], Awaitable[None]]
-
-
-async def rate(op: Op, tasks: int, seconds: float) -> float:
-    """Operations per second with ``tasks`` concurrent loops."""
-    stop = time.perf_counter() + seconds
-    done = [0] * tasks
-
-    async def loop(task: int) -> None:
-        i = 0
-        while time.perf_counter() < stop:
-            await op(task, i)
-            i += 1
-        done[task] = i
-
-    started = time.perf_counter()
-    await asyncio.gather(*(loop(t) for t in range(tasks)))
-    return sum(done) / (time.perf_counter() - started)
 
 
 async def run(uri: str, seconds: float) -> list[tuple[str, float, float]]:
@@ -54,10 +30,10 @@ async def run(uri: str, seconds: float) -> list[tuple[str, float, float]]:
     run_id = uuid.uuid4().hex[:6]
     revs: dict[str, str] = {}
 
-    async def insert(task: int, i: int) -> None:
-        await lake.create({"_id": f"i-{run_id}-{task}-{i}-{time.perf_counter_ns()}", "_type": "b"})
+    async def insert(task: int) -> None:
+        await lake.create({"_id": f"i-{run_id}-{task}-{time.perf_counter_ns()}", "_type": "b"})
 
-    async def fenced_update(task: int, i: int) -> None:
+    async def fenced_update(task: int) -> None:
         doc_id = f"u-{task}"
         if doc_id not in revs:
             revs[doc_id] = (await lake.create({"_id": doc_id, "_type": "b", "n": 0}))["_rev"]
@@ -66,11 +42,11 @@ async def run(uri: str, seconds: float) -> list[tuple[str, float, float]]:
         except RevisionConflict:
             revs[doc_id] = ((await lake.get(doc_id)) or {})["_rev"]
 
-    async def transaction(task: int, i: int) -> None:
+    async def transaction(task: int) -> None:
         run_doc = f"run-{run_id}-{task}"
 
         async def body(session: Any) -> None:
-            stamp = f"{task}-{i}-{time.perf_counter_ns()}"
+            stamp = f"{task}-{time.perf_counter_ns()}"
             await lake.create({"_id": f"step-{stamp}", "_type": "b"}, session=session)
             await lake.collection().update_one(
                 {"_id": run_doc}, {"$inc": {"n": 1}, "$setOnInsert": {"_type": "b"}},
@@ -96,23 +72,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--uri", default=None, help="a MongoDB URI instead of the embedded lake")
     args = parser.parse_args()
-    daemon = None
-    uri = args.uri
-    if uri is None:
-        daemon = EmbeddedLake(Path(tempfile.mkdtemp(prefix="kinflow-bench-")))
-        uri = daemon.start()
-    try:
+    with lake_uri(args.uri) as uri:
         rows = asyncio.run(run(uri, args.seconds))
-    finally:
-        if daemon is not None:
-            daemon.stop()
-    table = Table(title=f"lake throughput ({'embedded' if daemon else uri}, sync-on-commit)")
-    table.add_column("operation")
-    table.add_column("1 task", justify="right")
-    table.add_column("8 tasks", justify="right")
-    for name, one, eight in rows:
-        table.add_row(name, f"{one:,.0f}", f"{eight:,.0f}")
-    Console().print(table)
+    print_rates(f"lake throughput ({args.uri or 'embedded, sync-on-commit'})", rows)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,62 @@
+"""What the benchmarks share: a lake to measure on, a rate loop, a ratio table.
+
+Benchmarks run as scripts (``python bench/x.py``), so this module is imported
+as a sibling: ``from _harness import ...``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from kinflow.storage.embedded import EmbeddedLake
+
+
+@contextmanager
+def lake_uri(uri: str | None, *, sync_on_commit: bool = True) -> Iterator[str]:
+    """``uri`` when given, else a fresh embedded daemon (stopped afterwards)."""
+    if uri is not None:
+        yield uri
+        return
+    daemon = EmbeddedLake(Path(tempfile.mkdtemp(prefix="kinflow-bench-")),
+                          sync_on_commit=sync_on_commit)  # fmt: skip
+    try:
+        yield daemon.start()
+    finally:
+        daemon.stop()
+
+
+async def rate(op: Callable[[int], Awaitable[None]], tasks: int, seconds: float) -> float:
+    """Completed operations per second over ``tasks`` concurrent loops of ``op(task)``."""
+    stop = time.perf_counter() + seconds
+    done = [0] * tasks
+
+    async def loop(task: int) -> None:
+        while time.perf_counter() < stop:
+            await op(task)
+            done[task] += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(loop(t) for t in range(tasks)))
+    return sum(done) / (time.perf_counter() - started)
+
+
+def print_rates(title: str, rows: list[tuple[str, float, float]],
+                ratios: list[tuple[str, float, float]] = ()) -> None:  # type: ignore[assignment]
+    """One row per operation with its 1-task and 8-task rates, then the ratios."""
+    table = Table(title=title)
+    table.add_column("operation")
+    table.add_column("1 task", justify="right")
+    table.add_column("8 tasks", justify="right")
+    for name, one, eight in rows:
+        table.add_row(name, f"{one:,.0f}", f"{eight:,.0f}")
+    for name, one, eight in ratios:
+        table.add_row(name, f"{one:.2f}", f"{eight:.2f}")
+    Console().print(table)
