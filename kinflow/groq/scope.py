@@ -18,7 +18,8 @@ from kinflow.groq.values import DateTime
 class Context:
     """Everything one evaluation shares."""
 
-    __slots__ = ("_dataset", "_dataset_src", "_index", "_now", "_resolve", "identity", "params")
+    __slots__ = ("_dataset", "_dataset_src", "_index", "_now", "_resolve", "identity", "memo",
+                 "params")
 
     def __init__(
         self,
@@ -35,6 +36,8 @@ class Context:
         self._resolve = resolve
         self._index: dict[str, Any] | None = None
         self.identity = identity
+        #: results of scope-free sub-queries, computed once per evaluation
+        self.memo: dict[object, Any] = {}
 
     @property
     def dataset(self) -> list[Any]:
