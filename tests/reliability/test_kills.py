@@ -36,6 +36,7 @@ async def test_ten_kills_leave_every_invariant_intact(tmp_path: Path, seed: int)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 async def test_two_hundred_kills_leave_every_invariant_intact(tmp_path: Path, seed: int) -> None:
     report = await run_kills(tmp_path / "lake", kills=200, shape=Shape(20, 5, 3), seed=seed,
                              max_delay=2.0)
