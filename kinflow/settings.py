@@ -26,6 +26,10 @@ class Settings(BaseSettings):
     host: str = Field(default="127.0.0.1", description="Address the API binds to.")
     port: int = Field(default=8080, description="Port the API listens on.")
 
+    content_indexes: str = Field(
+        default="",
+        description="Indexes for content queries: ';'-separated lists of ','-separated paths.",
+    )
     embedded_sync_on_commit: bool = Field(
         default=True, description="fsync every commit of the embedded lake (survives kill -9)."
     )

@@ -156,7 +156,28 @@ def _and_all(parts: list[Translation | None]) -> Translation:
         return Translation({}, exact)
     if len(filters) == 1:
         return Translation(filters[0], exact)
-    return Translation({"$and": filters}, exact)
+    return Translation(_merge_conjunction(filters), exact)
+
+
+def _merge_conjunction(filters: list[dict[str, Any]]) -> dict[str, Any]:
+    """``{a: 1, b: 2}`` rather than ``{$and: [{a: 1}, {b: 2}]}`` where no key repeats.
+
+    Both mean the same to MongoDB, but the flat form lets simpler query
+    planners (the embedded server's among them) pick a compound index.
+    """
+    merged: dict[str, Any] = {}
+    rest: list[dict[str, Any]] = []
+    for part in filters:  # a filter document is itself a conjunction of its keys
+        for key, value in part.items():
+            if key == "$and" and isinstance(value, list):
+                rest.extend(value)
+            elif key in merged:
+                rest.append({key: value})
+            else:
+                merged[key] = value
+    if rest:
+        merged["$and"] = rest
+    return merged
 
 
 def _or_filters(filters: list[dict[str, Any]]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from pymongo.errors import PyMongoError
 from kinflow.errors import LakeUnavailable
 from kinflow.settings import Settings
 from kinflow.storage.embedded import EmbeddedLake
-from kinflow.storage.lake import Lake
+from kinflow.storage.lake import Lake, content_indexes
 
 
 @dataclass
@@ -60,6 +60,7 @@ async def open_lake(settings: Settings, *, database: str | None = None) -> LakeC
         operation_timeout=settings.operation_timeout,
         transaction_attempts=settings.transaction_attempts,
     )
+    lake.indexes.extend(content_indexes(settings.content_indexes))
     try:
         await lake.ensure_dataset()
     except BaseException as exc:

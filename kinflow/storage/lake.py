@@ -59,6 +59,22 @@ class IndexSpec:
         return pymongo.IndexModel(list(self.keys), **options)
 
 
+def content_indexes(spec: str | None) -> list[IndexSpec]:
+    """Indexes users declare for their content queries (``KINFLOW_CONTENT_INDEXES``).
+
+    ``"_type,slug.current;_type,title"`` gives two ascending compound indexes.
+    A GROQ filter such as ``_type == "article" && slug.current == $slug`` is
+    pushed down as ``{_type, slug.current}`` equalities and uses the first.
+    """
+    specs = []
+    for group in (spec or "").split(";"):
+        paths = [p.strip() for p in group.split(",") if p.strip()]
+        if paths:
+            name = "content_" + "_".join(p.replace(".", "-") for p in paths)
+            specs.append(IndexSpec(name, tuple((p, 1) for p in paths)))
+    return specs
+
+
 BASE_INDEXES: tuple[IndexSpec, ...] = (
     IndexSpec("type_id", (("_type", 1), ("_id", 1))),
     IndexSpec("type_updated", (("_type", 1), ("_updatedAt", 1))),
