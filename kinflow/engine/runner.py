@@ -948,11 +948,11 @@ class Engine:
             await self.lake.create_many(mutation.creates[:self.limits.spawn_txn],
                                         dataset=self.dataset, session=session)
         if mutation.clears:
-            # honoured propagation tokens; a child that changed again keeps its new one
-            # (ids x tokens is exact: a token is unique to the one commit that set it)
+            # honoured stamps. The owed children were read in this transaction by the
+            # same indexed filter, so this clears exactly them (a child that changed
+            # since gets a write conflict and the round re-runs with a fresh read)
             await self.lake.collection(self.dataset).update_many(
-                {"_id": {"$in": [cid for cid, _ in mutation.clears]},
-                 "propagateToken": {"$in": [token for _, token in mutation.clears]}},
+                {**_INSTANCES, "propagateTo": mutation.instance.id_},
                 {"$unset": {"propagateTo": "", "propagateToken": ""},
                  "$set": {"_rev": new_rev()}},
                 session=session)

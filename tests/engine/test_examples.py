@@ -1,0 +1,85 @@
+"""The shipped examples run end to end: release.yaml (three levels) and machine translation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kinflow.define.loading import load_definitions
+from kinflow.engine import EffectCall, Engine
+from kinflow.worker import Worker
+from tests.engine.invariants import all_instances, assert_repaired
+
+pytestmark = pytest.mark.lake
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "definitions"
+
+
+async def release(engine: Engine) -> str:
+    await engine.lake.create({"_id": "rel-1", "_type": "release"})
+    for n, locales in enumerate([["de", "fr"], ["es"]]):
+        await engine.lake.create({"_id": f"art-{n}", "_type": "article", "release": "rel-1",
+                                  "title": f"Article {n}", "locales": locales})
+    await engine.deploy([*load_definitions(EXAMPLES / "release.yaml"),
+                         *load_definitions(EXAMPLES / "article-review.json")])
+    started = await engine.start_instance("release", fields={"subject": "rel-1"})
+    return started.instance.id_
+
+
+def by_definition(instances: dict[str, Any], name: str) -> list[Any]:
+    return [i for i in instances.values() if i.definition == name]
+
+
+async def test_release_tree_settles_when_every_review_is_approved(engine: Engine) -> None:
+    rid = await release(engine)
+    instances = await all_instances(engine)
+    reviews = by_definition(instances, "release-review")
+    translations = by_definition(instances, "translate-article")
+    assert len(reviews) == 2 and len(translations) == 3
+    for t in translations:
+        await engine.fire_action(t.id_, "translate", "submit")
+    for r in reviews:
+        await engine.fire_action(r.id_, "sign-off", "approve")
+    settled = await engine.get_instance(rid)
+    assert all(r.resolved and r.resolved.stage == "approved" for r in settled.subworkflows)
+    reviews_entry = settled.open_entry().activity("reviews")  # type: ignore[union-attr]
+    assert reviews_entry is not None and reviews_entry.status == "done"
+    assert reviews_entry.firedActions == ["fan-out", "all-approved"]
+    # release.yaml's `manage` activity has only a failing action, so the default
+    # $allActivitiesDone transition to `shipped` cannot fire as the example is written
+    assert settled.currentStage == "reviewing"
+    await assert_repaired(engine)
+
+
+async def test_cancelling_a_release_aborts_every_descendant(engine: Engine) -> None:
+    rid = await release(engine)
+    cancelled = await engine.fire_action(rid, "manage", "cancel")
+    assert cancelled.instance.currentStage == "cancelled"
+    instances = await all_instances(engine)
+    below = [i for i in instances.values() if i.id_ != rid]
+    assert len(below) == 5 and all(i.abortedAt for i in below)
+    await assert_repaired(engine)
+
+
+async def test_machine_translation_children_complete_through_an_effect_handler(
+        engine: Engine) -> None:
+    calls: list[str] = []
+
+    def translate(call: EffectCall) -> dict[str, Any]:
+        calls.append(call.params["locale"])
+        return {"text": f"[{call.params['locale']}] {call.params['title']}"}
+
+    engine.register_handler("machine-translate", translate)
+    await engine.lake.create({"_id": "article-1", "_type": "article", "title": "Hello",
+                              "locales": ["de", "fr", "es"]})
+    await engine.deploy(load_definitions(EXAMPLES / "machine-translation.json"))
+    started = await engine.start_instance("machine-translation-batch",
+                                          fields={"subject": "article-1"})
+    assert len(started.instance.subworkflows) == 3
+    report = await Worker(engine, grace_seconds=0).run_pass()
+    assert len(report.of("effects")) == 3 and not report.failed
+    assert sorted(calls) == ["de", "es", "fr"]
+    done = await engine.get_instance(started.instance.id_)
+    assert done.currentStage == "done"
+    assert all(r.resolved and r.resolved.stage == "done" for r in done.subworkflows)
