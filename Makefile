@@ -25,11 +25,15 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/pytest -q -p no:cacheprovider
 
+# Every benchmark but the soak, which runs with `make soak` (SOAK_MINUTES, default 10).
 bench: $(STAMP)
-	for b in bench/[!_]*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	for b in $(filter-out bench/soak.py,$(wildcard bench/[!_]*.py)); do \
+	  echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
+SOAK_MINUTES ?= 10
 soak: $(STAMP)
-	$(BIN)/pytest -q -m slow
+	$(BIN)/pytest -q -m slow -p no:cacheprovider
+	$(BIN)/python bench/soak.py --minutes $(SOAK_MINUTES)
 
 groq-conformance: $(STAMP)
 	$(BIN)/python -m tests.conformance.run --tiers 1,2,3
