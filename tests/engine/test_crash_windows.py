@@ -128,3 +128,35 @@ async def test_abort_crash_before_the_drain_is_finished_by_the_heartbeat(engine:
     await heartbeat(engine)
     instances = await assert_repaired(engine)
     assert all(i.abortedAt for i in instances.values())
+
+
+async def test_a_cohort_beyond_the_transaction_limit_materialises_in_batches(
+        engine: Engine) -> None:
+    from kinflow.engine import Limits
+
+    small = Engine(engine.lake, clock=engine.clock, limits=Limits(spawn_txn=2))
+    await small.deploy([parent(), child()])
+    started = await small.start_instance("p", fields=items("a", "b", "c", "d", "e"))
+    moved = await small.fire_action(started.instance.id_, "go", "go")
+    assert len(moved.instance.subworkflows) == 5
+    assert await small.lake.count({"parentInstance": started.instance.id_}) == 5
+    left = await small.get_instance(started.instance.id_)
+    assert not left.materialising and all(r.seed is None for r in left.subworkflows)
+
+
+async def test_a_crash_mid_materialisation_is_finished_by_the_heartbeat(engine: Engine) -> None:
+    from kinflow.engine import Limits
+
+    small = Engine(engine.lake, clock=engine.clock, limits=Limits(spawn_txn=2))
+    await small.deploy([parent(), child()])
+    started = await small.start_instance("p", fields=items("a", "b", "c", "d", "e"))
+    small.faults.arm("mid-materialise")
+    with pytest.raises(InjectedFault):
+        await small.fire_action(started.instance.id_, "go", "go")
+    assert await small.lake.count({"parentInstance": started.instance.id_}) == 4
+    left = await small.get_instance(started.instance.id_)
+    assert left.materialising and all(r.seed is not None for r in left.subworkflows)
+    report = await Worker(small, grace_seconds=0).run_pass()
+    assert ("materialise", started.instance.id_) in report.processed and not report.failed
+    assert await small.lake.count({"parentInstance": started.instance.id_}) == 5
+    await assert_repaired(small)
