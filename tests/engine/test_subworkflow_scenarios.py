@@ -189,7 +189,7 @@ def middle() -> dict[str, Any]:
     """A child that spawns ``c`` children and completes when they settle."""
     return simple("m", [
         {"name": "fan", "activities": [{"name": "translate", "actions": [
-            {"name": "fan-out", "when": "true", "spawn": {
+            {"name": "fan-out", "when": "true", "effects": [{"name": "notify"}], "spawn": {
                 "forEach": '["x", "y"]', "definition": {"name": "c"},
                 "with": {"item": "$row"}, "onExit": "abort"}},
             {"name": "all-done", "when": SETTLED, "status": "done"}]}],
@@ -347,11 +347,15 @@ async def test_scenario_33_abort_cascades_through_every_level(engine: Engine) ->
     r, m = await three_levels(engine)
     result = await engine.abort_instance(r.id_)
     assert result.cascaded == 0
+    assert len(m.pendingEffects) == 1
     everyone = [r.id_, m.id_, *(row.child_id for row in m.subworkflows)]
     for iid in everyone:
         got = await engine.get_instance(iid)
         assert got.abortedAt and got.completedAt == got.abortedAt
         assert all(row.resolved and row.resolved.aborted for row in got.subworkflows)
+        assert got.pendingEffects == []
+    m = await engine.get_instance(m.id_)
+    assert [(run.name, run.status) for run in m.effectHistory] == [("notify", "cancelled")]
 
 
 async def test_scenario_34_an_interrupted_abort_finishes_on_tick_or_retry(
