@@ -84,6 +84,7 @@ ObservingPlanner = Callable[[Instance, PlanContext, list[Observation]], Mutation
 Gather = Callable[[Instance, "AsyncClientSession"], Awaitable[list[Observation]]]
 _INSTANCES = {"_type": INSTANCE_TYPE}
 _IO_ROUNDS = 32
+_CHEAP_MISSING_CHECK = 256  # live rows up to which every hop looks for missing children
 
 ENGINE_INDEXES: tuple[IndexSpec, ...] = (
     IndexSpec("definition_name_version", (("_type", 1), ("name", 1), ("version", -1)),
@@ -635,9 +636,10 @@ class Engine:
         """Children owing this instance a stamp, and (on a tick) live rows whose child is gone.
 
         Reads only the children that changed (their ``propagateTo`` names this
-        instance). A tick also counts the live children by index and reads the
-        child list only when the count says a document is missing; propagation
-        rounds skip that count, which costs in proportion to the cohort.
+        instance). Every hop of a parent with a small live cohort, and every tick,
+        also counts the live children by index and reads their ids only when the
+        count says a document is missing; for large cohorts only ticks pay for
+        that count, which costs in proportion to the cohort.
         """
         owed = await self.lake.find({**_INSTANCES, "propagateTo": state.id_},
                                     dataset=self.dataset,
@@ -645,7 +647,7 @@ class Engine:
         seen = [Observation.of(doc) for doc in owed]
         live = [r for r in state.subworkflows
                 if r.resolved is None and not (state.materialising and r.seed is not None)]
-        if not live or not check_missing:
+        if not live or (not check_missing and len(live) > _CHEAP_MISSING_CHECK):
             return seen
         finishing = {o.child_id for o in seen if o.status in ("done", "aborted")}
         expected = sum(1 for r in live if r.child_id not in finishing)

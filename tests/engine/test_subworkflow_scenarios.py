@@ -436,3 +436,12 @@ async def test_fan_out_limit_is_typed(engine: Engine) -> None:
     with pytest.raises(KinflowError) as refused:
         await small.fire_action(started.instance.id_, "go", "go")
     assert refused.value.code == "fan-out-limit"
+
+
+async def test_a_deleted_child_is_found_by_the_next_propagation_round(engine: Engine) -> None:
+    p = await into_review(engine, "a", "b")
+    await engine.lake.delete(p.subworkflows[0].child_id)
+    await finish(engine, p.subworkflows[1].child_id)
+    p = await engine.get_instance(p.id_)
+    assert p.subworkflows[0].resolved.detail == "child-missing"  # type: ignore[union-attr]
+    assert p.currentStage == "next"
