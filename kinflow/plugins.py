@@ -62,6 +62,7 @@ def build_engine(lake: Any, settings: Any) -> Any:
     """The engine every process builds the same way: limits and handlers from settings."""
     from kinflow.engine import Engine, Limits
 
-    engine = Engine(lake, limits=Limits.from_settings(settings))
+    engine = Engine(lake, limits=Limits.from_settings(settings),
+                    propagation=settings.propagation)  # fmt: skip
     load_handlers(engine, settings.effect_handlers)
     return engine

@@ -7,6 +7,7 @@ nothing below the CLI and the app factory reads the environment itself.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -55,6 +56,13 @@ class Settings(BaseSettings):
     effect_handlers: str = Field(
         default="",
         description="Effect handler modules (dotted names or .py paths, comma separated).",
+    )
+    propagation: Literal["inline", "background"] = Field(
+        default="inline",
+        description=(
+            "inline: a child's verb returns after its parent reacted; background: parents "
+            "react in paced rounds (near-linear for cohorts of thousands)."
+        ),
     )
     worker_interval: float = Field(default=1.0, description="Seconds between heartbeat passes.")
 

@@ -30,7 +30,6 @@ Fault points (``faults.Faults``) sit at each step of the crash windows.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -38,7 +37,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from kinflow import groq
 from kinflow.define.validate import Checked
 from kinflow.engine import deploy as deploying
 from kinflow.engine import patch as patching
@@ -70,6 +68,7 @@ from kinflow.engine.mutation import Mutation
 from kinflow.engine.propagation import Propagator
 from kinflow.engine.state import INSTANCE_TYPE, Instance, PendingEffect, parse_instance
 from kinflow.errors import DocumentExists, KinflowError, RevisionConflict
+from kinflow.groq.store import query_collection
 from kinflow.storage.documents import iso as iso_moment
 from kinflow.storage.documents import new_rev, stamp_created
 from kinflow.storage.gdr import to_gdr
@@ -909,16 +908,10 @@ class Engine:
 
     async def _run_query(self, query: str, params: dict[str, Any],
                          session: AsyncClientSession | None) -> Any:
-        try:
-            store = importlib.import_module("kinflow.groq.store")
-        except ImportError:
-            store = None
-        if store is not None and hasattr(store, "query_collection"):
-            # push-down when available; such reads are seeds, not fenced state
-            return await store.query_collection(self.lake.collection(self.dataset), query,
-                                                params=params, now=self.clock())
-        documents = await self.lake.find({}, dataset=self.dataset, session=session)
-        return groq.evaluate(query, dataset=documents, params=params, now=self.clock())
+        # push-down: a MongoDB prefilter, re-checked in memory; such reads are
+        # seeds (spawn rows, query-sourced fields), not fenced state
+        return await query_collection(self.lake.collection(self.dataset), query,
+                                      params=params, now=self.clock())
 
     async def _write(self, mutation: Mutation, expected_rev: str | None,
                      session: AsyncClientSession) -> None:
