@@ -524,8 +524,14 @@ class Engine:
         self, instance_id: str, *, actor: Actor | None = None
     ) -> list[Verdict]:
         """One verdict per action of the current stage, with the reason it is disabled."""
+        return await self.available_actions_for(await self.get_instance(instance_id),
+                                                actor=actor)  # fmt: skip
+
+    async def available_actions_for(
+        self, instance: Instance, *, actor: Actor | None = None
+    ) -> list[Verdict]:
+        """``available_actions`` of an instance the caller already loaded (no re-read)."""
         actor = actor or Actor.system()
-        instance = await self.get_instance(instance_id)
         definition = instance.definition_model()
         reads = _Reads()
         for _ in range(_IO_ROUNDS):

@@ -15,6 +15,7 @@ from typing import Any
 
 import strawberry
 
+from kinflow.engine.state import parse_instance
 from kinflow.schema.context import KInfo
 from kinflow.schema.loaders import Doc, parent_id
 from kinflow.schema.rows import CohortCounts, Row, child_status, count, registry_rows, select
@@ -330,7 +331,8 @@ class WorkflowInstance:
     @strawberry.field
     async def available_actions(self, info: KInfo) -> list[ActionVerdict]:
         engine = info.context.services.engine_for(self.doc.get("dataset"))
-        verdicts = await engine.available_actions(self.doc["_id"], actor=info.context.actor)
+        verdicts = await engine.available_actions_for(parse_instance(self.doc),
+                                                      actor=info.context.actor)  # fmt: skip
         return [
             ActionVerdict(activity=v.activity, action=v.action, enabled=v.enabled,
                           reason=v.reason, params=jsonable(v.params))
