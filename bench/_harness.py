@@ -6,17 +6,33 @@ as a sibling: ``from _harness import ...``.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from kinflow.storage.embedded import EmbeddedLake
+
+Rows = list[tuple[str, float, float]]
+
+
+def measure(
+    doc: str | None, run: Callable[[str, float], Coroutine[Any, Any, Rows]]
+) -> tuple[str, Rows]:
+    """Parse ``--seconds``/``--uri``, run ``run(uri, seconds)`` on that lake; return its rows."""
+    parser = argparse.ArgumentParser(description=doc)
+    parser.add_argument("--seconds", type=float, default=3.0, help="length of each cell")
+    parser.add_argument("--uri", default=None, help="a MongoDB URI instead of the embedded lake")
+    args = parser.parse_args()
+    with lake_uri(args.uri) as uri:
+        return args.uri or "embedded", asyncio.run(run(uri, args.seconds))
 
 
 @contextmanager
@@ -48,8 +64,7 @@ async def rate(op: Callable[[int], Awaitable[None]], tasks: int, seconds: float)
     return sum(done) / (time.perf_counter() - started)
 
 
-def print_rates(title: str, rows: list[tuple[str, float, float]],
-                ratios: list[tuple[str, float, float]] = ()) -> None:  # type: ignore[assignment]
+def print_rates(title: str, rows: Rows, ratios: Rows | None = None) -> None:
     """One row per operation with its 1-task and 8-task rates, then the ratios."""
     table = Table(title=title)
     table.add_column("operation")
@@ -57,6 +72,6 @@ def print_rates(title: str, rows: list[tuple[str, float, float]],
     table.add_column("8 tasks", justify="right")
     for name, one, eight in rows:
         table.add_row(name, f"{one:,.0f}", f"{eight:,.0f}")
-    for name, one, eight in ratios:
+    for name, one, eight in ratios or []:
         table.add_row(name, f"{one:.2f}", f"{eight:.2f}")
     Console().print(table)

@@ -20,12 +20,10 @@ engine's overhead over what the storage allows.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import uuid
 from typing import Any
 
-from _harness import lake_uri, print_rates, rate
+from _harness import measure, print_rates, rate
 
 from kinflow.engine import Engine
 from kinflow.settings import Settings
@@ -96,15 +94,10 @@ async def run(uri: str, seconds: float) -> list[tuple[str, float, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--uri", default=None, help="a MongoDB URI instead of the embedded lake")
-    args = parser.parse_args()
-    with lake_uri(args.uri) as uri:
-        rows = asyncio.run(run(uri, args.seconds))
+    where, rows = measure(__doc__, run)
     (_, raw1, raw8), (_, eng1, eng8), (_, big1, big8) = rows
     print_rates(
-        f"engine commits vs raw transactions ({args.uri or 'embedded'})",
+        f"engine commits vs raw transactions ({where})",
         rows,
         [("engine / raw", eng1 / raw1, eng8 / raw8),
          ("engine / raw on an instance-sized document", eng1 / big1, eng8 / big8)],

@@ -9,13 +9,11 @@ Each cell runs for ``--seconds`` (default 3).
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import time
 import uuid
 from typing import Any
 
-from _harness import lake_uri, print_rates, rate
+from _harness import measure, print_rates, rate
 
 from kinflow.errors import RevisionConflict
 from kinflow.settings import Settings
@@ -68,13 +66,8 @@ async def run(uri: str, seconds: float) -> list[tuple[str, float, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--uri", default=None, help="a MongoDB URI instead of the embedded lake")
-    args = parser.parse_args()
-    with lake_uri(args.uri) as uri:
-        rows = asyncio.run(run(uri, args.seconds))
-    print_rates(f"lake throughput ({args.uri or 'embedded, sync-on-commit'})", rows)
+    where, rows = measure(__doc__, run)
+    print_rates(f"lake throughput ({where}, sync-on-commit)", rows)
 
 
 if __name__ == "__main__":
