@@ -101,3 +101,13 @@ def test_daemon_dies_with_its_parent(data_dir: Path) -> None:
             pass
         time.sleep(0.2)
     assert not _pid_alive(daemon_pid)
+
+
+def test_missing_extra_is_a_clear_error(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import kinflow.storage.embedded as embedded
+
+    monkeypatch.setattr(embedded, "DAEMON", "secantusd-not-installed")
+    with pytest.raises(ConfigurationError) as info:
+        EmbeddedLake(data_dir).start()
+    assert "pip install 'kinflow[embedded]'" in info.value.message
+    assert "KINFLOW_MONGODB_URI" in info.value.message
