@@ -222,6 +222,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--children", type=int, default=3)
     args = parser.parse_args()
+    # SIGTERM (a timeout, a CI stop) unwinds like Ctrl-C, so the server is stopped
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     asyncio.run(soak(args.minutes, args.clients, args.children))
 
 
