@@ -11,7 +11,7 @@ Operating rules (measured in the embedded-lake study):
 * our own ``secantusd.toml`` is always passed (it turns off auto-discovery and
   keeps a week of change-stream history);
 * ``--sync-on-commit`` makes acknowledged commits survive ``kill -9``;
-* the Linux parent-death signal stops the daemon when its starter dies;
+* the Linux parent-death signal (SIGKILL) stops the daemon when its starter dies;
 * ``lake.json`` records ``{pid, port}`` so a second kinflow process (the CLI
   next to a running server) reuses the daemon instead of fighting over the
   WiredTiger lock;
@@ -79,8 +79,11 @@ def _free_port() -> int:
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    # SIGKILL, not SIGTERM: a daemon busy in a conflict-retry loop was seen to
+    # outlive its dead parent for an hour after SIGTERM. Commits are synced
+    # (--sync-on-commit), so a kill loses nothing acknowledged.
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
 
 
 def _pid_alive(pid: int) -> bool:
