@@ -544,7 +544,7 @@ class Engine:
 
     async def query(self, query: str, params: dict[str, Any] | None = None) -> Any:
         """Read-only GROQ over this dataset; parameters are bound, never spliced."""
-        return await self._run_query(query, params or {}, None)
+        return await self._run_query(query, params or {})
 
     async def instances_for_document(self, gdr: str) -> list[Instance]:
         """In-flight instances whose reference fields point at ``gdr`` (a GDR or bare id)."""
@@ -901,8 +901,7 @@ class Engine:
                     else:
                         reads.absent.add(uri)
         elif isinstance(need, NeedsLakeQuery):
-            reads.queries[need.cache_key] = await self._run_query(need.query, need.params,
-                                                                  session)
+            reads.queries[need.cache_key] = await self._run_query(need.query, need.params)
         elif isinstance(need, NeedsDefinition):
             if need.version is None:
                 definition = await self._latest_definition(need.name, session)
@@ -912,10 +911,10 @@ class Engine:
                     session=session)
             reads.definitions[(need.name, need.version)] = definition
 
-    async def _run_query(self, query: str, params: dict[str, Any],
-                         session: AsyncClientSession | None) -> Any:
-        # push-down: a MongoDB prefilter, re-checked in memory; such reads are
-        # seeds (spawn rows, query-sourced fields), not fenced state
+    async def _run_query(self, query: str, params: dict[str, Any]) -> Any:
+        # push-down: a MongoDB prefilter, re-checked in memory. Outside the
+        # commit's session on purpose: such reads are seeds (spawn rows,
+        # query-sourced fields), not fenced state
         return await query_collection(self.lake.collection(self.dataset), query,
                                       params=params, now=self.clock())
 
