@@ -32,7 +32,6 @@ from kinflow.storage.documents import (
     utcnow,
 )
 from kinflow.storage.gdr import check_dataset
-from kinflow.storage.hints import choose_hint
 from kinflow.storage.transactions import run_transaction
 
 if TYPE_CHECKING:
@@ -173,9 +172,8 @@ class Lake:
     ) -> list[Document]:
         with pymongo.timeout(self.operation_timeout):
             cursor = self.collection(dataset).find(
-                dict(filter_), projection=projection, session=session, limit=limit,
-                hint=self._hint(filter_, dataset),
-            )  # fmt: skip
+                dict(filter_), projection=projection, session=session, limit=limit
+            )
             if sort:
                 cursor = cursor.sort(list(sort))
             return await cursor.to_list(None)
@@ -184,20 +182,8 @@ class Lake:
         self, filter_: Mapping[str, Any], *, dataset: str | None = None,
         session: AsyncClientSession | None = None,
     ) -> int:  # fmt: skip
-        options: dict[str, Any] = {}
-        hint = self._hint(filter_, dataset)
-        if hint is not None:
-            options["hint"] = hint
         with pymongo.timeout(self.operation_timeout):
-            return await self.collection(dataset).count_documents(
-                dict(filter_), session=session, **options
-            )
-
-    def _hint(self, filter_: Mapping[str, Any], dataset: str | None) -> str | None:
-        """An index to name for ``filter_`` (only where ``ensure_dataset`` built them)."""
-        if (dataset or self.default_dataset) not in self._ready:
-            return None
-        return choose_hint(filter_, self.indexes)
+            return await self.collection(dataset).count_documents(dict(filter_), session=session)
 
     # -- writes ----------------------------------------------------------
 
