@@ -88,6 +88,13 @@ class _Commit:
         self.moves = 0
         self.hopped = False
 
+    def replayed(self, key: str | None, op: str) -> Mutation | None:
+        """The replay of a keyed call already applied (one cascade hop, nothing else)."""
+        if not is_replay(self.m, self.ctx, key, op):
+            return None
+        self.cascade_once()
+        return self.finish(replay=True)
+
     def cascade_once(self) -> None:
         self.hopped = True
         if hop(self.m, self.definition, self.ctx).moved:
@@ -328,9 +335,9 @@ class FireAction:
 def plan_fire_action(state: Instance, verb: FireAction, ctx: PlanContext) -> Mutation:
     commit = _Commit(state, ctx)
     m, definition = commit.m, commit.definition
-    if is_replay(m, ctx, verb.idempotency_key, "fireAction"):
-        commit.cascade_once()
-        return commit.finish(replay=True)
+    replay = commit.replayed(verb.idempotency_key, "fireAction")
+    if replay is not None:
+        return replay
     activity = definition.activity(m.currentStage, verb.activity)
     action = find_action(activity, verb.action) if activity else None
     if activity is None or action is None:
@@ -373,9 +380,9 @@ class EditField:
 def plan_edit_field(state: Instance, verb: EditField, ctx: PlanContext) -> Mutation:
     commit = _Commit(state, ctx)
     m, definition = commit.m, commit.definition
-    if is_replay(m, ctx, verb.idempotency_key, "editField"):
-        commit.cascade_once()
-        return commit.finish(replay=True)
+    replay = commit.replayed(verb.idempotency_key, "editField")
+    if replay is not None:
+        return replay
     if verb.mode not in ("set", "append", "unset"):
         raise ContractViolation(f"unknown edit mode {verb.mode!r}", mode=verb.mode)
     scope = _edit_scope(m, verb)
@@ -452,9 +459,9 @@ class CompleteEffect:
 def plan_complete_effect(state: Instance, verb: CompleteEffect, ctx: PlanContext) -> Mutation:
     commit = _Commit(state, ctx)
     m = commit.m
-    if is_replay(m, ctx, verb.idempotency_key, "completeEffect"):
-        commit.cascade_once()
-        return commit.finish(replay=True)
+    replay = commit.replayed(verb.idempotency_key, "completeEffect")
+    if replay is not None:
+        return replay
     remember(m, ctx, verb.idempotency_key, "completeEffect")
     run = fx.complete(m, commit.definition, ctx, verb.effect_key, verb.status, verb.outputs,
                       verb.error, verb.detail, verb.duration_ms)
@@ -516,9 +523,9 @@ class SetStage:
 def plan_set_stage(state: Instance, verb: SetStage, ctx: PlanContext) -> Mutation:
     commit = _Commit(state, ctx)
     m, definition = commit.m, commit.definition
-    if is_replay(m, ctx, verb.idempotency_key, "setStage"):
-        commit.cascade_once()
-        return commit.finish(replay=True)
+    replay = commit.replayed(verb.idempotency_key, "setStage")
+    if replay is not None:
+        return replay
     target = definition.stage(verb.stage)
     if target is None:
         raise ContractViolation(f"no stage {verb.stage!r} in {definition.name}",
@@ -542,9 +549,9 @@ class ResetActivity:
 def plan_reset_activity(state: Instance, verb: ResetActivity, ctx: PlanContext) -> Mutation:
     commit = _Commit(state, ctx)
     m = commit.m
-    if is_replay(m, ctx, verb.idempotency_key, "resetActivity"):
-        commit.cascade_once()
-        return commit.finish(replay=True)
+    replay = commit.replayed(verb.idempotency_key, "resetActivity")
+    if replay is not None:
+        return replay
     if verb.to not in ("active", "skipped"):
         raise ContractViolation("an activity resets to 'active' or 'skipped'", to=verb.to)
     if m.terminal:
