@@ -21,7 +21,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
@@ -31,6 +31,7 @@ from strawberry.exceptions import ConnectionRejectionError
 from kinflow import __version__
 from kinflow.auth import TokenTable, Unauthenticated, bearer, load_tokens
 from kinflow.engine import Actor, Engine
+from kinflow.graphiql import graphiql_routes, local_page
 from kinflow.inspector import inspector_routes
 from kinflow.limits_http import RequestSizeLimit
 from kinflow.plugins import build_engine
@@ -93,6 +94,10 @@ class GraphQLApp(GraphQL[Context, None]):
             allowed_origins=settings.allowed_origins,
         )
         self.services = services
+
+    async def render_graphql_ide(self, request: Request) -> Response:
+        """Strawberry's GraphiQL page, loading its assets from kinflow (works offline)."""
+        return HTMLResponse(local_page(self.graphql_ide_html))
 
     def _services(self) -> Services:
         if self.services is None:
@@ -184,6 +189,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Route("/graphql", graphql, methods=["GET", "POST"]),
             WebSocketRoute("/graphql", graphql),
             *inspector_routes(),
+            *graphiql_routes(),
         ],
         lifespan=lifespan,
         middleware=[Middleware(RequestSizeLimit, max_bytes=settings.max_request_bytes)],

@@ -10,32 +10,30 @@ missing; they never download a browser.
 from __future__ import annotations
 
 import json
-import os
-import urllib.error
-import urllib.request
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
-from pymongo import MongoClient
 
-from tests.browser.server import ROOT, serving
+from tests.browser.harness import (
+    OPERATOR,
+    VIEWER,
+    Api,
+    assert_not_reloaded,
+    chip,
+    enter_token,
+    fire_or_skip_without_spawn,
+    mark_no_reload,
+    open_page,
+    shot,
+)
+from tests.browser.server import ROOT
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
 pytestmark = pytest.mark.lake
 
-CHROMIUM = Path(os.environ.get("KINFLOW_CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
-ARTIFACTS = ROOT / "test-artifacts" / "inspector"
-TOKENS = "view-token=vera:viewer,op-token=otto:operator,admin-token=ada:admin"
 EXAMPLES = ROOT / "examples" / "definitions"
 
 CHECK_DEFINITION: dict[str, Any] = {
@@ -93,152 +91,6 @@ BULK_DEFINITIONS: list[dict[str, Any]] = [
 ]  # fmt: skip
 
 
-# ---- the server and its API ------------------------------------------------
-
-
-class Api:
-    """GraphQL over HTTP against the test server, as an admin unless told."""
-
-    def __init__(self, base: str) -> None:
-        self.base = base
-
-    def call(self, query: str, variables: dict[str, Any] | None = None,
-             token: str = "admin-token") -> dict[str, Any]:  # fmt: skip
-        request = urllib.request.Request(
-            f"{self.base}/graphql",
-            data=json.dumps({"query": query, "variables": variables or {}}).encode(),
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                body: dict[str, Any] = json.loads(response.read())
-        except urllib.error.HTTPError as refused:
-            body = json.loads(refused.read())
-        return body
-
-    def data(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
-        body = self.call(query, variables)
-        assert not body.get("errors"), body["errors"]
-        result: dict[str, Any] = body["data"]
-        return result
-
-    def deploy(self, definitions: list[dict[str, Any]]) -> None:
-        self.data("mutation($d: [JSON!]!) { deployDefinitions(definitions: $d) "
-                  "{ definitions { name } } }", {"d": definitions})  # fmt: skip
-
-    def put(self, document: dict[str, Any]) -> None:
-        self.data("mutation($d: JSON!) { putDocument(document: $d) }", {"d": document})
-
-    def start(self, definition: str, fields: dict[str, Any] | None = None) -> str:
-        out = self.data(
-            "mutation($def: String!, $f: JSON) { startInstance(definition: $def, fields: $f) "
-            "{ instance { id } } }", {"def": definition, "f": fields},
-        )  # fmt: skip
-        instance_id: str = out["startInstance"]["instance"]["id"]
-        return instance_id
-
-    def fire(self, instance_id: str, activity: str, action: str,
-             params: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
-        return self.call(
-            "mutation($id: ID!, $a: String!, $x: String!, $p: JSON) { fireAction(instanceId: $id, "
-            "activity: $a, action: $x, params: $p) { instance { status currentStage } } }",
-            {"id": instance_id, "a": activity, "x": action, "p": params},
-        )
-
-    def rows(self, parent_id: str) -> list[dict[str, Any]]:
-        out = self.data("query($id: ID!) { instance(id: $id) { subworkflows(currentOnly: true) "
-                        "{ rowKey activity status childId } } }", {"id": parent_id})  # fmt: skip
-        rows: list[dict[str, Any]] = out["instance"]["subworkflows"]
-        return rows
-
-
-def fire_or_skip_without_spawn(api: Api, instance_id: str, activity: str, action: str) -> None:
-    """Fire an action whose cascade spawns; skip (not fail) on an engine without subworkflows."""
-    body = api.fire(instance_id, activity, action)
-    errors = body.get("errors") or []
-    if errors and errors[0].get("extensions", {}).get("code") == "spawn-not-supported":
-        pytest.skip("this engine cannot spawn child workflows yet (spawn-not-supported)")
-    assert not errors, errors
-
-
-@pytest.fixture
-def database(lake_uri: str) -> Iterator[str]:
-    name = f"insp_{uuid.uuid4().hex[:12]}"
-    yield name
-    client: MongoClient[dict[str, Any]] = MongoClient(lake_uri)
-    client.drop_database(name)
-    client.close()
-
-
-@pytest.fixture
-def server(lake_uri: str, database: str, request: pytest.FixtureRequest) -> Iterator[Api]:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    log = ARTIFACTS / f"{request.node.name}.server.log"
-    with serving(lake_uri, database, tokens=TOKENS, log=log) as base:
-        yield Api(base)
-
-
-# ---- the browser ------------------------------------------------------------
-
-
-@pytest.fixture
-def page(tmp_path: Path) -> Iterator[Page]:
-    """A fresh headless Chromium profile and one page; fails the test on a page error."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("Python playwright is not installed (pip install playwright)")
-    if not CHROMIUM.exists():
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    page_errors: list[str] = []
-    with sync_playwright() as driver:
-        context = driver.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
-            args=CHROMIUM_ARGS, viewport={"width": 1400, "height": 900},
-        )  # fmt: skip
-        try:
-            opened = context.pages[0] if context.pages else context.new_page()
-            opened.set_default_timeout(30_000)
-            opened.on("pageerror", lambda error: page_errors.append(str(error)))
-            yield opened
-        finally:
-            context.close()
-    assert not page_errors, page_errors
-
-
-def shot(page: Page, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-
-
-def enter_token(page: Page, token: str) -> None:
-    page.wait_for_selector("#tokenDialog:not([hidden])")
-    page.fill("#tokenInput", token)
-    page.click("#tokenForm button[type=submit]")
-    page.wait_for_selector("#tokenDialog", state="hidden")
-
-
-def open_page(page: Page, api: Api, token: str, hash_: str = "") -> None:
-    page.goto(f"{api.base}/inspector")
-    enter_token(page, token)
-    if hash_:
-        page.evaluate("h => { window.location.hash = h; }", hash_)
-    page.wait_for_selector('#conn[data-state="open"]')
-
-
-def mark_no_reload(page: Page) -> None:
-    page.evaluate("() => { window.__sameDocument = true; }")
-
-
-def assert_not_reloaded(page: Page) -> None:
-    assert page.evaluate("() => window.__sameDocument === true"), "the page was reloaded"
-
-
-def chip(page: Page, activity: str, status: str, value: int) -> str:
-    return (f'.cohort[data-activity="{activity}"] .chip[data-count="{status}"]'
-            f'[data-value="{value}"]')  # fmt: skip
-
-
 # ---- the tests --------------------------------------------------------------
 
 
@@ -255,7 +107,7 @@ def test_token_search_actions_errors_and_live_instance(page: Page, server: Api) 
     shot(page, "01-token-prompt")
 
     # A viewer can search and look, but firing is refused with `forbidden`.
-    enter_token(page, "view-token")
+    enter_token(page, VIEWER)
     page.select_option("#defSelect", "inspector-check")
     page.select_option("#statusSelect", "ACTIVE")
     page.click("#searchForm button[type=submit]")
@@ -271,8 +123,8 @@ def test_token_search_actions_errors_and_live_instance(page: Page, server: Api) 
 
     # A new token replaces the old one for this tab; the view comes back with it.
     page.click("#tokenButton")
-    enter_token(page, "op-token")
-    assert page.evaluate("() => sessionStorage.getItem('kinflow.inspector.token')") == "op-token"
+    enter_token(page, OPERATOR)
+    assert page.evaluate("() => sessionStorage.getItem('kinflow.inspector.token')") == OPERATOR
     page.wait_for_selector(f'.detail[data-id="{first}"][data-stage="open"]')
     page.wait_for_selector('#conn[data-state="open"]')
     mark_no_reload(page)
@@ -320,7 +172,7 @@ def test_fires_submit_on_a_child_and_sees_the_cohort_change_live(page: Page, ser
     children = {row["rowKey"]: row["childId"] for row in api.rows(review)}
     assert sorted(children) == ["de", "fr", "ja"]
 
-    open_page(page, api, "op-token", f"focus={review}")
+    open_page(page, api, OPERATOR, f"focus={review}")
     cohort = '.cohort[data-activity="translate"]'
     page.wait_for_selector(f'{cohort}[data-total="3"]')
     page.wait_for_selector(chip(page, "translate", "active", 3))
@@ -375,7 +227,7 @@ def test_family_tree_shows_parent_children_and_grandchildren(page: Page, server:
     assert sorted(reviews) == ["art-1", "art-2"]
     translations = {row["rowKey"]: row["childId"] for row in api.rows(reviews["art-1"])}
 
-    open_page(page, api, "view-token", f"focus={release}")
+    open_page(page, api, VIEWER, f"focus={release}")
     cohort = '.cohort[data-activity="reviews"]'
     page.wait_for_selector(f'{cohort}[data-total="2"]')
     page.click(f'{cohort} .tnode[data-row-key="art-1"] button.toggle')
@@ -405,7 +257,7 @@ def test_a_cohort_of_a_thousand_children_renders_virtualised(page: Page, server:
     assert not errors, errors
     parent = body["data"]["startInstance"]["instance"]["id"]
 
-    open_page(page, api, "op-token", f"focus={parent}")
+    open_page(page, api, OPERATOR, f"focus={parent}")
     cohort = '.cohort[data-activity="items"]'
     page.wait_for_selector(f'{cohort}[data-total="1000"]')
     page.wait_for_selector(chip(page, "items", "active", 1000))

@@ -1,0 +1,66 @@
+"""GraphiQL served from the package, so the IDE works with no internet.
+
+Strawberry's GraphiQL page loads React, GraphiQL and the explorer plugin from
+``https://unpkg.com``; offline that page stays on "Loading...". The same
+files (byte-identical, with their licences, see ``static/NOTICE.md``) ship
+under ``static/`` in unpkg's ``<package>@<version>/<path>`` layout, so
+``local_page`` only swaps the CDN prefix for ``ASSETS_PREFIX`` and the
+template's ``integrity`` attributes keep holding.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Mount
+from starlette.staticfiles import PathLike, StaticFiles
+from starlette.types import Scope
+
+STATIC_DIR = Path(__file__).parent / "static"
+ASSETS_PREFIX = "/graphiql/static"
+CDN = "https://unpkg.com"
+_CDN_URL = re.compile(r"""(?P<attr>(?:src|href)=")https://unpkg\.com/(?P<path>[^"]+)(?=")""")
+
+
+class MissingAsset(RuntimeError):
+    """The template names a CDN file kinflow does not ship (strawberry was upgraded)."""
+
+
+def cdn_paths(html: str) -> list[str]:
+    """The ``<package>@<version>/<path>`` of every unpkg URL the page loads."""
+    return [m.group("path") for m in _CDN_URL.finditer(html)]
+
+
+def local_page(html: str, prefix: str = ASSETS_PREFIX) -> str:
+    """``html`` with every unpkg asset URL pointing at the shipped copy under ``prefix``."""
+    missing = [p for p in cdn_paths(html) if not (STATIC_DIR / p).is_file()]
+    if missing:
+        raise MissingAsset(f"GraphiQL assets not shipped with kinflow: {', '.join(missing)}")
+    page = _CDN_URL.sub(lambda m: f"{m.group('attr')}{prefix}/{m.group('path')}", html)
+    if CDN in page:
+        raise MissingAsset("the GraphiQL page still names the CDN after rewriting")
+    return page
+
+
+class _AssetFiles(StaticFiles):
+    """Pinned, versioned files: a browser may keep them for a day."""
+
+    def file_response(
+        self, full_path: PathLike, stat_result: os.stat_result, scope: Scope,
+        status_code: int = 200,
+    ) -> Response:  # fmt: skip
+        response = super().file_response(full_path, stat_result, scope, status_code)
+        response.headers["Cache-Control"] = "public, max-age=86400"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        return response
+
+
+def graphiql_routes(prefix: str = ASSETS_PREFIX) -> list[BaseRoute]:
+    """The shipped assets below ``prefix`` (no token: they are public library files)."""
+    return [Mount(prefix, app=_AssetFiles(directory=STATIC_DIR), name="graphiql-assets")]
+
+
+__all__ = ["ASSETS_PREFIX", "STATIC_DIR", "MissingAsset", "graphiql_routes", "local_page"]
