@@ -41,6 +41,12 @@ class SubscriptionLagged(KinflowError):
     code = "subscription-lagged"
 
 
+class CohortNotFound(KinflowError):
+    """The parent's definition has no activity of that name, so no cohort can ever exist."""
+
+    code = "cohort-not-found"
+
+
 class ReservedType(KinflowError):
     """Content writes may not create, replace or delete engine-owned documents."""
 

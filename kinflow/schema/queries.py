@@ -10,8 +10,9 @@ from kinflow.engine.deploy import DEFINITION_TYPE
 from kinflow.engine.errors import DefinitionNotFound, InstanceNotFound
 from kinflow.engine.state import INSTANCE_TYPE
 from kinflow.errors import InvalidInput
+from kinflow.schema.cohorts import check_activity, cohort_rows
 from kinflow.schema.context import KInfo
-from kinflow.schema.rows import registry_rows, select
+from kinflow.schema.rows import registry_rows
 from kinflow.schema.scalars import JSON, jsonable
 from kinflow.schema.types import (
     Cohort,
@@ -143,8 +144,9 @@ class Query:
         parent = await info.context.loaders.instance(check_document_id(parent_id))
         if parent is None:
             raise InstanceNotFound(f"no instance {parent_id!r}", instanceId=parent_id)
-        rows = select(registry_rows(parent), activity=activity, action=action,
-                      current_only=current_only)  # fmt: skip
+        every = registry_rows(parent)
+        await check_activity(info.context.loaders, parent, activity, every)
+        rows = cohort_rows(every, activity, action, current_only)
         return Cohort.of(parent["_id"], activity, rows)
 
     @strawberry.field(

@@ -38,6 +38,7 @@ class Row:
     resolved_at: str | None
     child_id: str
     resolved: bool
+    stage_entry: str = ""  # the key of the stage visit that spawned the row
 
 
 _CACHE: OrderedDict[tuple[str, str], list[Row]] = OrderedDict()
@@ -84,6 +85,7 @@ def _registry_rows(parent: Doc) -> list[Row]:
             resolved_at=entry.resolved.at if entry.resolved else None,
             child_id=view["_id"],
             resolved=entry.resolved is not None,
+            stage_entry=entry.stageEntry,
         ))  # fmt: skip
     return rows
 

@@ -19,6 +19,7 @@ import strawberry
 
 from kinflow.engine.errors import InstanceNotFound
 from kinflow.engine.state import INSTANCE_TYPE
+from kinflow.schema.cohorts import check_activity, cohort_rows, cohort_signature
 from kinflow.schema.context import KInfo
 from kinflow.schema.errors import SubscriptionLagged
 from kinflow.schema.family import Family
@@ -178,6 +179,8 @@ class Subscription:
                 kind = "snapshot" if event.kind == "snapshot" else _kind(status, after)
                 status = after
                 yield InstanceEvent(kind=kind, instance=WorkflowInstance(doc=doc), at=_at(doc))
+                if after is not InstanceStatus.ACTIVE:
+                    return  # its terminal event (or a finished snapshot) is its last
 
     @strawberry.subscription(
         description=(
@@ -235,13 +238,17 @@ class Subscription:
     async def cohort_changed(
         self, info: KInfo, parent_id: strawberry.ID, activity: str
     ) -> AsyncGenerator[Cohort, None]:
-        last: list[Row] | None = None
+        last: tuple[Any, ...] | None = None
         async with _family(info, parent_id) as (family, touched):
-            async for _ids in touched:
-                rows = select(family.rows(), activity=activity, current_only=True)
-                if rows == last:
+            async for ids in touched:
+                if ids is None and family.parent is not None:
+                    await check_activity(info.context.loaders, family.parent, activity,
+                                         family.rows())  # fmt: skip
+                rows = cohort_rows(family.rows(), activity)
+                signature = cohort_signature(rows)
+                if signature == last:
                     continue
-                last = rows
+                last = signature
                 yield Cohort.of(family.parent_id, activity, rows)
 
     @strawberry.subscription

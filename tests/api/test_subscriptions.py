@@ -75,7 +75,7 @@ def test_instance_changed_snapshot_then_commits(client: TestClient) -> None:
     data(deploy(client, KITCHEN))
     iid = start(client, id="k-1")["instance"]["id"]
     with socket(client) as ws:
-        ws.subscribe(INSTANCE_CHANGED, {"id": iid})
+        op = ws.subscribe(INSTANCE_CHANGED, {"id": iid})
         first = ws.next()["data"]["instanceChanged"]
         assert first["kind"] == "snapshot" and first["instance"]["fields"]["n"] == 0
         data(fire(client, iid, "w", "bump"))
@@ -84,6 +84,7 @@ def test_instance_changed_snapshot_then_commits(client: TestClient) -> None:
         data(gql(client, 'mutation { abortInstance(instanceId: "k-1") { changed } }'))
         aborted = ws.next()["data"]["instanceChanged"]
         assert aborted["kind"] == "aborted" and aborted["instance"]["status"] == "ABORTED"
+        assert ws.receive() == {"id": op, "type": "complete"}  # the terminal event is the last
         missing = ws.subscribe(INSTANCE_CHANGED, {"id": "nope"})
         refused = ws.receive()
         assert refused["id"] == missing
