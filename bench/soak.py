@@ -15,7 +15,12 @@ count, throughput, p50 and p99 latency and errors by code, and the RSS of
 the API process and of its lake daemon (from /proc) at start and at end.
 Every refusal or transport error is counted, never retried.
 
-    python bench/soak.py [--minutes 10] [--clients 8] [--children 3]
+Unless ``--no-attacks`` is given, an attacker runs beside the clients the
+denial-of-service attempts of ``bench/_attacks.py`` while a probe times
+``/healthz``; their answers and the probe's latency are printed after the
+table.
+
+    python bench/soak.py [--minutes 10] [--clients 8] [--children 3] [--no-attacks]
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _attacks import AttackTally, attacker, health_probe
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFINITIONS = ROOT / "examples" / "definitions" / "article-review.json"
@@ -69,6 +75,14 @@ def lake_pid(data_dir: Path) -> int | None:
     """The embedded lake daemon's pid, from the state file kinflow writes beside it."""
     try:
         return int(json.loads((data_dir / "lake.json").read_text())["pid"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def lake_port(data_dir: Path) -> int | None:
+    """The embedded lake daemon's port, from the same state file."""
+    try:
+        return int(json.loads((data_dir / "lake.json").read_text())["port"])
     except (OSError, ValueError, KeyError):
         return None
 
@@ -181,7 +195,7 @@ def launch(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
                                 stderr=subprocess.STDOUT, start_new_session=True)
 
 
-async def soak(minutes: float, clients: int, children: int) -> None:
+async def soak(minutes: float, clients: int, children: int, attacks: bool) -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="kinflow-soak-"))
     port = free_port()
     process = launch(data_dir, port)
@@ -199,12 +213,17 @@ async def soak(minutes: float, clients: int, children: int) -> None:
         stats = Stats()
         began = time.monotonic()
         deadline = began + minutes * 60
+        tally = AttackTally()
+        lake_uri = f"mongodb://127.0.0.1:{lake_port(data_dir)}/?directConnection=true"
+        extra = [attacker(base, lake_uri, deadline, tally), health_probe(base, deadline, tally)]
         await asyncio.gather(*(client_loop(base, stats, n, deadline, children)
-                               for n in range(clients)))
+                               for n in range(clients)), *(extra if attacks else []))
         elapsed = time.monotonic() - began
         memory = {"api": (start_rss["api"], rss_kib(process.pid)),
                   "lake": (start_rss["lake"], rss_kib(lake) if lake else None)}
         report(stats, elapsed, memory)
+        if attacks:
+            tally.report()
         print(f"server alive at end: {process.poll() is None}; log: {data_dir / 'serve.log'}")
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -221,10 +240,12 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--children", type=int, default=3)
+    parser.add_argument("--no-attacks", dest="attacks", action="store_false",
+                        help="leave out the denial-of-service attempts")
     args = parser.parse_args()
     # SIGTERM (a timeout, a CI stop) unwinds like Ctrl-C, so the server is stopped
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    asyncio.run(soak(args.minutes, args.clients, args.children))
+    asyncio.run(soak(args.minutes, args.clients, args.children, args.attacks))
 
 
 if __name__ == "__main__":
