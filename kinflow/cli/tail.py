@@ -2,12 +2,17 @@
 
 On the lake it follows the change hub directly; with ``--url`` it runs the
 ``instancesChanged`` subscription over the server's websocket
-(``graphql-transport-ws``).
+(``graphql-transport-ws``). Both modes print the same lines through
+``Lines``: one per change of an instance's stage or status (a commit that
+moves neither, such as the parent stamping a finished child, prints
+nothing), named ``changed``, ``completed`` or ``aborted``, and no snapshot
+of what existed before the tail started.
 """
 
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -31,9 +36,37 @@ def event_line(at: str, kind: str, view: Mapping[str, Any]) -> str:
     )
 
 
+class Lines:
+    """Turns instance states into tail lines, one per change of stage or status."""
+
+    def __init__(self, remember: int = 100_000) -> None:
+        self.seen: OrderedDict[str, tuple[Any, Any]] = OrderedDict()
+        self.remember = remember
+
+    def _state(self, view: Mapping[str, Any]) -> tuple[Any, Any] | None:
+        state = (view["currentStage"], view["status"])
+        before = self.seen.pop(view["id"], None)
+        self.seen[view["id"]] = state
+        if len(self.seen) > self.remember:
+            self.seen.popitem(last=False)
+        return before
+
+    def known(self, view: Mapping[str, Any]) -> None:
+        """An instance as it was when the tail started (printed by neither mode)."""
+        self._state(view)
+
+    def line(self, at: str, view: Mapping[str, Any]) -> str | None:
+        before = self._state(view)
+        if before == (view["currentStage"], view["status"]):
+            return None
+        finished = view["status"] != "ACTIVE" and (before is None or before[1] != view["status"])
+        return event_line(at, str(view["status"]).lower() if finished else "changed", view)
+
+
 async def local_events(parent: str | None) -> AsyncIterator[str]:
     connection = await open_lake(Settings())
     hub = ChangeHub(connection.lake, topic_functions=[instance_topics])
+    lines = Lines()
     try:
         await hub.start()
         subscription = await hub.subscribe(parent_topic(parent) if parent else ALL)
@@ -51,7 +84,9 @@ async def local_events(parent: str | None) -> AsyncIterator[str]:
                 "currentStage": doc.get("currentStage"),
                 "status": status_of(doc),
             }
-            yield event_line(str(doc.get("_updatedAt", "")), event.kind, view)
+            line = lines.line(str(doc.get("_updatedAt", "")), view)
+            if line is not None:
+                yield line
     finally:
         await hub.stop()
         await connection.close()
@@ -76,6 +111,7 @@ async def remote_events(url: str, token: str | None, parent: str | None) -> Asyn
             await socket.send(json.dumps(init))
             await socket.recv()  # connection_ack
             variables = {"w": {"parentId": parent} if parent else None}
+            lines = Lines()
             await socket.send(json.dumps({"id": "1", "type": "subscribe",
                                           "payload": {"query": SUBSCRIPTION,
                                                       "variables": variables}}))  # fmt: skip
@@ -87,7 +123,12 @@ async def remote_events(url: str, token: str | None, parent: str | None) -> Asyn
                         yield f"error: {payload['errors'][0].get('message')}"
                         continue
                     data = payload["data"]["instancesChanged"]
-                    yield event_line(data["at"], data["kind"], data["instance"])
+                    if data["kind"] == "snapshot":
+                        lines.known(data["instance"])
+                        continue
+                    line = lines.line(data["at"], data["instance"])
+                    if line is not None:
+                        yield line
                 elif message.get("type") in ("error", "complete"):
                     yield f"subscription ended: {message.get('payload')}"
                     return
