@@ -12,7 +12,9 @@ from typing import Any, TypeVar
 import typer
 from rich.console import Console
 
+from kinflow import __version__
 from kinflow.cli.backends import Backend, open_backend
+from kinflow.cli.help import plain_help
 from kinflow.cli.inputs import load_definitions, parse_pairs
 from kinflow.cli.render import build_tree, print_error, print_result
 from kinflow.errors import KinflowError
@@ -25,6 +27,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="kinflow: workflows that fan out into child workflows.",
 )
+plain_help()
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 if not out.is_terminal:  # piped: don't crop trees at 80 columns
@@ -33,6 +36,22 @@ if not out.is_terminal:  # piped: don't crop trees at 80 columns
 URL = typer.Option(None, "--url", envvar="KINFLOW_URL",
                    help="Talk to a running server instead of the lake.")  # fmt: skip
 TOKEN = typer.Option(None, "--token", envvar="KINFLOW_TOKEN", help="API token for --url.")
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        out.print(f"kinflow {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True,
+        help="Print kinflow's version and exit.",
+    ),
+) -> None:
+    """kinflow: workflows that fan out into child workflows."""
 
 
 def run(work: Callable[[], Awaitable[T]]) -> T:

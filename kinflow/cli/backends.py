@@ -25,7 +25,8 @@ CLI_ACTOR = Actor("person", "cli", ("admin",))
 INSTANCE_FIELDS = """
   id definition version status currentStage nextEvaluationAt revision
   activities { name status firedActions }
-  subworkflows { rowKey activity action definition current status stage childId condemned }
+  subworkflows { rowKey activity action definition current status stage childId condemned
+    abortReason }
 """
 
 
@@ -79,6 +80,7 @@ def instance_view(instance: Instance) -> dict[str, Any]:
             and row.stageEntry == entry.key_, "status": row_status(row), "stage": stage,
             "childId": row.ref.id.rsplit(":", 1)[-1],
             "condemned": row.abortPending is not None and row.resolved is None,
+            "abortReason": row.abortPending.reason if row.abortPending else None,
         })  # fmt: skip
     return {
         "id": instance.id_,

@@ -63,9 +63,7 @@ def build_tree(
         cohort = node.add(f"cohort [bold]{activity}[/bold]: {counts_line(rows)}")
         for row in rows:
             child = children.get(str(row["childId"]))
-            flags = "" if row.get("current", True) else " [dim](detached)[/dim]"
-            if row.get("condemned"):
-                flags += " [red](condemned)[/red]"
+            flags = _row_flags(row, str(view.get("status")))
             label = (
                 f"row {row['rowKey']}: {styled(str(row['status']))} "
                 f"stage {row.get('stage') or '-'}{flags}"
@@ -76,6 +74,18 @@ def build_tree(
             else:
                 cohort.add(label + f"  [dim]{row['childId']}[/dim]")
     return node
+
+
+def _row_flags(row: Mapping[str, Any], parent_status: str) -> str:
+    """Why a row looks the way it does: an abort owed or done (with its reason), an old visit."""
+    reason = row.get("abortReason")
+    if row.get("condemned"):
+        return f" [red](abort owed{': ' + str(reason) if reason else ''})[/red]"
+    if str(row.get("status")).upper() == "ABORTED" and reason:
+        return f" [red](aborted: {reason})[/red]"
+    if not row.get("current", True) and parent_status == "ACTIVE":
+        return " [dim](earlier visit)[/dim]"  # the parent has left the stage that spawned it
+    return ""
 
 
 def print_result(console: Console, result: Mapping[str, Any], verb: str) -> None:
@@ -92,7 +102,7 @@ def print_error(console: Console, error: KinflowError) -> None:
         if key == "issues" and isinstance(value, list):
             for issue in value:
                 console.print(f"  - {_issue_line(issue)}")
-        else:
+        elif value is not None:  # an unset detail (e.g. no version asked for) says nothing
             console.print(f"  {key}: {value}")
 
 
