@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
+from cross_web import AsyncHTTPRequestAdapter
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -27,9 +28,12 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
+from strawberry.http import GraphQLRequestData
+from strawberry.types import ExecutionResult, SubscriptionExecutionResult
 
 from kinflow import __version__
-from kinflow.auth import TokenTable, Unauthenticated, bearer, load_tokens
+from kinflow.auth import TokenTable, Unauthenticated, authenticate, bearer, load_tokens
+from kinflow.auth_http import client_host, ide_page_request, refusal, request_token
 from kinflow.engine import Actor, Engine
 from kinflow.graphiql import graphiql_routes, local_page
 from kinflow.inspector import inspector_routes
@@ -40,10 +44,12 @@ from kinflow.schema.context import Context, Services
 from kinflow.schema.hubs import Hubs
 from kinflow.settings import Settings
 from kinflow.storage import open_lake
+from kinflow.throttle import FailureThrottle, TooManyAttempts
 from kinflow.worker import Worker
 
 log = logging.getLogger("kinflow.api")
 ANONYMOUS = Actor.person("anonymous")
+_ACTOR = "kinflow.actor"  # the scope key __call__ leaves the authenticated actor under
 
 
 async def healthz(request: Request) -> JSONResponse:
@@ -65,22 +71,6 @@ async def healthz(request: Request) -> JSONResponse:
     return JSONResponse(body, status_code=200 if reachable else 503)
 
 
-def _unauthenticated(message: str) -> JSONResponse:
-    body = {"data": None, "errors": [{"message": message,
-                                      "extensions": {"code": "unauthenticated", "details": {}}}]}
-    return JSONResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer"})
-
-
-def _ide_request(scope: Scope) -> bool:
-    """A browser asking for the GraphiQL page itself (no data; needs no token)."""
-    if scope.get("method") != "GET":
-        return False
-    headers = dict(scope.get("headers") or [])
-    accept = headers.get(b"accept", b"").decode("latin-1")
-    query = scope.get("query_string", b"")
-    return "text/html" in accept and b"query=" not in query
-
-
 class GraphQLApp(GraphQL[Context, None]):
     """Strawberry's ASGI view with kinflow's context and token checks."""
 
@@ -94,6 +84,8 @@ class GraphQLApp(GraphQL[Context, None]):
             allowed_origins=settings.allowed_origins,
         )
         self.services = services
+        self.throttle = FailureThrottle(settings.auth_max_failures, settings.auth_failure_window,
+                                        settings.auth_throttle_clients)  # fmt: skip
 
     async def render_graphql_ide(self, request: Request) -> Response:
         """Strawberry's GraphiQL page, loading its assets from kinflow (works offline)."""
@@ -105,29 +97,44 @@ class GraphQLApp(GraphQL[Context, None]):
         return self.services
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not _ide_request(scope):
+        if scope["type"] == "http":
             tokens = self._services().tokens
-            if tokens.enabled:
-                headers = dict(scope.get("headers") or [])
-                token = bearer(headers.get(b"authorization", b"").decode("latin-1"))
+            if tokens.enabled and not ide_page_request(scope):  # the page alone needs no token
                 try:
-                    tokens.lookup(token)
-                except Unauthenticated as refusal:
-                    await _unauthenticated(refusal.message)(scope, receive, send)
+                    token = request_token(scope)
+                    scope[_ACTOR] = authenticate(tokens, self.throttle, token, client_host(scope))
+                except (Unauthenticated, TooManyAttempts) as error:
+                    await refusal(error)(scope, receive, send)
                     return
-        await super().__call__(scope, receive, send)
+        try:
+            await super().__call__(scope, receive, send)
+        except Unauthenticated as error:  # execute_operation refused an anonymous caller
+            await refusal(error)(scope, receive, send)
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         services = self._services()
         context = Context(services=services, request=request, response=response,
                           websocket=isinstance(request, WebSocket))  # fmt: skip
-        if not context.websocket:
-            token = bearer(request.headers.get("authorization"))
-            try:
-                context.actor = services.tokens.lookup(token)
-            except Unauthenticated:  # only the GraphiQL page gets past __call__ without one
-                context.actor = ANONYMOUS
+        if services.tokens.enabled:  # a websocket gets its actor from connection_init
+            context.actor = request.scope.get(_ACTOR, ANONYMOUS)
         return context
+
+    async def execute_operation(
+        self, request: Request, request_adapter: AsyncHTTPRequestAdapter,
+        request_data: GraphQLRequestData | list[GraphQLRequestData], context: Context,
+        root_value: None, sub_response: Response,
+    ) -> ExecutionResult | list[ExecutionResult] | SubscriptionExecutionResult:  # fmt: skip
+        """Every HTTP operation passes here: none runs for an anonymous caller under tokens.
+
+        ``__call__`` lets only the GraphiQL page through without a token; should
+        anything else ever slip past it, it still executes nothing.
+        """
+        if self._services().tokens.enabled and context.actor is ANONYMOUS:
+            raise Unauthenticated("a bearer token is required")
+        return await super().execute_operation(
+            request=request, request_adapter=request_adapter, request_data=request_data,
+            context=context, root_value=root_value, sub_response=sub_response,
+        )
 
     async def on_ws_connect(self, context: Context) -> Any:
         """Authenticate the websocket from ``connection_init`` (or its handshake header)."""
@@ -135,14 +142,16 @@ class GraphQLApp(GraphQL[Context, None]):
         params = context.connection_params or {}
         raw = params.get("authorization") or params.get("Authorization") or params.get("token")
         token = bearer(raw) if isinstance(raw, str) else None
-        if token is None and context.request is not None:
-            token = bearer(context.request.headers.get("authorization"))
+        host = None
         try:
-            context.actor = tokens.lookup(token)
-        except Unauthenticated as refusal:
-            raise ConnectionRejectionError(
-                {"message": refusal.message, "extensions": {"code": refusal.code}}
-            ) from refusal
+            if context.request is not None:
+                host = client_host(context.request.scope)
+                if token is None and tokens.enabled:
+                    token = request_token(context.request.scope)
+            context.actor = authenticate(tokens, self.throttle, token, host)
+        except (Unauthenticated, TooManyAttempts) as error:
+            raise ConnectionRejectionError({"message": error.message, "extensions": {
+                "code": error.code, "details": error.details}}) from error
         return None
 
 

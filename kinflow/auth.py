@@ -8,23 +8,29 @@ request and every websocket ``connection_init`` must present one.
 Roles nest: ``viewer`` may query and subscribe; ``operator`` may also start,
 fire, edit, complete, abort, tick and write content documents; ``admin`` may
 also deploy, set stages and reset activities.
+
+Tokens are secrets of at least ``MIN_TOKEN_LENGTH`` characters, compared as
+SHA-256 digests in constant time against every configured token, and failed
+attempts are throttled per client address (``kinflow.throttle``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kinflow.engine import Actor
 from kinflow.errors import ConfigurationError, KinflowError
 from kinflow.settings import Settings
+from kinflow.throttle import FailureThrottle
 
 ROLES = ("viewer", "operator", "admin")
 _RANK = {role: rank for rank, role in enumerate(ROLES)}
 OPEN_ACTOR = Actor.person("local", "admin")
+MIN_TOKEN_LENGTH = 16
 
 
 class Unauthenticated(KinflowError):
@@ -39,29 +45,58 @@ class Forbidden(KinflowError):
     code = "forbidden"
 
 
-@dataclass(frozen=True, slots=True)
-class TokenTable:
-    """Token -> actor. Empty means the API runs open."""
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
-    actors: Mapping[str, Actor]
+
+class TokenTable:
+    """Token -> actor. Empty means the API runs open.
+
+    Only digests are compared: equal lengths whatever the guess, so neither
+    the comparison's time nor an early exit tells a caller how close it came.
+    """
+
+    def __init__(self, actors: Mapping[str, Actor]) -> None:
+        self.actors: Mapping[str, Actor] = dict(actors)
+        self._digests = tuple((_digest(token), actor) for token, actor in self.actors.items())
 
     @property
     def enabled(self) -> bool:
-        return bool(self.actors)
+        return bool(self._digests)
 
     def lookup(self, token: str | None) -> Actor:
-        """The actor for ``token``; compares in constant time per entry."""
+        """The actor for ``token``; every configured token is compared, none skipped."""
         if not self.enabled:
             return OPEN_ACTOR
         if not token:
             raise Unauthenticated("a bearer token is required")
+        probe = _digest(token)
         found: Actor | None = None
-        for known, actor in self.actors.items():
-            if hmac.compare_digest(known.encode(), token.encode()):
+        for known, actor in self._digests:
+            if hmac.compare_digest(known, probe):
                 found = actor
         if found is None:
             raise Unauthenticated("the bearer token is not valid")
         return found
+
+
+def authenticate(tokens: TokenTable, throttle: FailureThrottle, token: str | None,
+                 host: str | None) -> Actor:  # fmt: skip
+    """The caller's actor, counting a wrong token against its address.
+
+    Raises ``TooManyAttempts`` while the address is locked out (before the
+    token is even looked at) and ``Unauthenticated`` for a missing or unknown
+    token; only a token that was presented and wrong counts as a failure.
+    """
+    if not tokens.enabled:
+        return OPEN_ACTOR
+    throttle.check(host)
+    try:
+        return tokens.lookup(token)
+    except Unauthenticated:
+        if token:
+            throttle.failed(host)
+        raise
 
 
 def _actor(actor_id: Any, roles: Any, where: str) -> Actor:
@@ -84,8 +119,21 @@ def _from_mapping(data: Any, where: str) -> dict[str, Actor]:
     for token, spec in data.items():
         if not isinstance(spec, dict):
             raise ConfigurationError(f"{where}: the entry of a token must be {{id, roles}}")
-        out[str(token)] = _actor(spec.get("id"), spec.get("roles", []), where)
+        actor = _actor(spec.get("id"), spec.get("roles", []), where)
+        out[_strong(str(token), actor, where)] = actor
     return out
+
+
+def _strong(token: str, actor: Actor, where: str) -> str:
+    """``token`` itself, refused when short enough to guess (its text is never echoed)."""
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise ConfigurationError(
+            f"{where}: the token of {actor.id!r} has {len(token)} characters; tokens need at "
+            f"least {MIN_TOKEN_LENGTH} (generate one with "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`)",
+            where=where, actor=actor.id, length=len(token), minimum=MIN_TOKEN_LENGTH,
+        )
+    return token
 
 
 def parse_tokens(text: str, where: str = "KINFLOW_API_TOKENS") -> dict[str, Actor]:
@@ -104,7 +152,8 @@ def parse_tokens(text: str, where: str = "KINFLOW_API_TOKENS") -> dict[str, Acto
         actor_id, _, roles = rest.partition(":")
         if not sep or not token:
             raise ConfigurationError(f"{where}: expected token=actor-id:role, got {entry!r}")
-        out[token] = _actor(actor_id, [r for r in roles.split("|") if r], where)
+        actor = _actor(actor_id, [r for r in roles.split("|") if r], where)
+        out[_strong(token, actor, where)] = actor
     return out
 
 

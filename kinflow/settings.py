@@ -84,6 +84,20 @@ class Settings(BaseSettings):
     api_tokens_file: Path | None = Field(
         default=None, description="A JSON file of token -> {id, roles} (added to api_tokens)."
     )
+    auth_max_failures: int = Field(
+        default=10, ge=0,
+        description=(
+            "Wrong tokens one client address may send per window before every request from "
+            "it gets too-many-attempts (HTTP 429) until the window ends; 0 turns this off."
+        ),
+    )
+    auth_failure_window: float = Field(
+        default=60.0, gt=0, description="Seconds of the window failed token attempts count in."
+    )
+    auth_throttle_clients: int = Field(
+        default=10_000, ge=1,
+        description="Client addresses the failed-attempt table remembers (oldest dropped first).",
+    )
     graphiql: bool = Field(default=True, description="Serve GraphiQL at /graphql in a browser.")
     allowed_origins: list[str] = Field(
         default_factory=list, description="Extra browser origins allowed to open websockets."

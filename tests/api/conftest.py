@@ -23,7 +23,8 @@ from kinflow.settings import Settings
 pytestmark = pytest.mark.lake
 
 ROOT = Path(__file__).resolve().parents[2]
-TOKENS = "view-token=vera:viewer,op-token=otto:operator,admin-token=ada:admin"
+TOKENS = ("view-token-for-tests=vera:viewer,op-token-for-tests=otto:operator,"
+          "admin-token-for-tests=ada:admin")
 
 
 @pytest.fixture

@@ -20,12 +20,13 @@ pytestmark = pytest.mark.lake
 
 
 def test_token_table_formats() -> None:
-    compact = parse_tokens("a=alice:viewer, b=bob:operator|admin")
-    assert compact["a"].id == "alice" and compact["a"].roles == ("viewer",)
-    assert compact["b"].roles == ("operator", "admin")
-    as_json = parse_tokens('{"t": {"id": "tess", "roles": ["admin"]}}')
-    assert as_json["t"].id == "tess"
-    for bad in ("a=alice:king", "nonsense", '{"t": 1}', "a=alice:"):
+    a, b, t = "a" * 16, "b" * 20, "t" * 32
+    compact = parse_tokens(f"{a}=alice:viewer, {b}=bob:operator|admin")
+    assert compact[a].id == "alice" and compact[a].roles == ("viewer",)
+    assert compact[b].roles == ("operator", "admin")
+    as_json = parse_tokens(f'{{"{t}": {{"id": "tess", "roles": ["admin"]}}}}')
+    assert as_json[t].id == "tess"
+    for bad in (f"{a}=alice:king", "nonsense", f'{{"{t}": 1}}', f"{a}=alice:"):
         with pytest.raises(ConfigurationError):
             parse_tokens(bad)
     assert bearer("Bearer abc") == "abc" and bearer("abc") == "abc" and bearer("Bearer") is None
@@ -33,9 +34,10 @@ def test_token_table_formats() -> None:
 
 def test_tokens_file_is_merged(tmp_path: Path) -> None:
     path = tmp_path / "tokens.json"
-    path.write_text('{"f": {"id": "fred", "roles": ["viewer"]}}')
-    table = load_tokens(Settings(api_tokens="e=eve:admin", api_tokens_file=path))
-    assert table.enabled and table.lookup("f").id == "fred" and table.lookup("e").id == "eve"
+    path.write_text('{"fred-file-token-01": {"id": "fred", "roles": ["viewer"]}}')
+    table = load_tokens(Settings(api_tokens="eve-env-token-0001=eve:admin", api_tokens_file=path))
+    assert table.enabled and table.lookup("fred-file-token-01").id == "fred"
+    assert table.lookup("eve-env-token-0001").id == "eve"
     assert not load_tokens(Settings()).enabled
 
 
@@ -45,29 +47,29 @@ def test_http_requires_a_known_bearer_token(secured: TestClient) -> None:
                                 headers=headers)  # fmt: skip
         assert response.status_code == 401
         assert response.json()["errors"][0]["extensions"]["code"] == "unauthenticated"
-    assert data(gql(secured, "{ definitions { name } }", token="view-token")) == {
+    assert data(gql(secured, "{ definitions { name } }", token="view-token-for-tests")) == {
         "definitions": []}
     # the GraphiQL page itself carries no data and loads without a token
     assert secured.get("/graphql", headers={"Accept": "text/html"}).status_code == 200
 
 
 def test_roles_gate_the_mutations(secured: TestClient) -> None:
-    denied = gql(secured, DEPLOY, {"d": [KITCHEN]}, token="op-token")
+    denied = gql(secured, DEPLOY, {"d": [KITCHEN]}, token="op-token-for-tests")
     assert error_code(denied) == "forbidden"
     assert denied["errors"][0]["extensions"]["details"]["role"] == "admin"
-    data(gql(secured, DEPLOY, {"d": [KITCHEN]}, token="admin-token"))
+    data(gql(secured, DEPLOY, {"d": [KITCHEN]}, token="admin-token-for-tests"))
     variables = {"def": "kitchen", "f": {"title": "t"}, "id": "k-1"}
-    assert error_code(gql(secured, START, variables, token="view-token")) == "forbidden"
-    started = data(gql(secured, START, variables, token="op-token"))["startInstance"]
+    assert error_code(gql(secured, START, variables, token="view-token-for-tests")) == "forbidden"
+    started = data(gql(secured, START, variables, token="op-token-for-tests"))["startInstance"]
     assert started["instance"]["id"] == "k-1"
     history = data(gql(secured, '{ instance(id: "k-1") { history { data } } }',
-                       token="view-token"))  # fmt: skip
+                       token="view-token-for-tests"))  # fmt: skip
     assert history["instance"]["history"][0]["data"]["actor"]["id"] == "otto"
     set_stage = 'mutation { setStage(instanceId: "k-1", stage: "b") { changed } }'
-    assert error_code(gql(secured, set_stage, token="op-token")) == "forbidden"
-    assert data(gql(secured, set_stage, token="admin-token"))["setStage"]["changed"]
+    assert error_code(gql(secured, set_stage, token="op-token-for-tests")) == "forbidden"
+    assert data(gql(secured, set_stage, token="admin-token-for-tests"))["setStage"]["changed"]
     tick = 'mutation { tick(instanceId: "k-1") { changed } }'
-    assert error_code(gql(secured, tick, token="view-token")) == "forbidden"
+    assert error_code(gql(secured, tick, token="view-token-for-tests")) == "forbidden"
 
 
 def _init(ws: object, payload: dict[str, str]) -> None:
@@ -89,19 +91,20 @@ def test_websocket_connection_init_needs_a_token(secured: TestClient) -> None:
         refused = ws.receive_json()
         assert refused["type"] == "connection_error"
         assert refused["payload"]["extensions"]["code"] == "unauthenticated"
-    for payload in ({"authorization": "Bearer view-token"}, {"token": "view-token"}):
+    for payload in ({"authorization": "Bearer view-token-for-tests"},
+                    {"token": "view-token-for-tests"}):
         with secured.websocket_connect("/graphql", subprotocols=["graphql-transport-ws"]) as ws:
             _init(ws, payload)
             assert ws.receive_json()["type"] == "connection_ack"
     with secured.websocket_connect("/graphql", subprotocols=["graphql-transport-ws"],
-                                   headers={"Authorization": "Bearer op-token"}) as ws:
+                                   headers={"Authorization": "Bearer op-token-for-tests"}) as ws:
         _init(ws, {})
         assert ws.receive_json()["type"] == "connection_ack"
 
 
 def test_a_websocket_mutation_runs_as_the_connection_actor(secured: TestClient) -> None:
     with secured.websocket_connect("/graphql", subprotocols=["graphql-transport-ws"]) as ws:
-        _init(ws, {"token": "view-token"})
+        _init(ws, {"token": "view-token-for-tests"})
         assert ws.receive_json()["type"] == "connection_ack"
         ws.send_json({"id": "1", "type": "subscribe", "payload": {
             "query": DEPLOY, "variables": {"d": [KITCHEN]}}})

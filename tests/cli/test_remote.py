@@ -13,7 +13,8 @@ from tests.support import free_port, running
 
 from .test_cli import EXAMPLES, instance_id, invoke, refused
 
-TOKENS = "ops-token=ops:operator,admin-token=root:admin,viewer-token=eve:viewer"
+TOKENS = ("ops-token-for-tests=ops:operator,admin-token-for-tests=root:admin,"
+          "viewer-token-for-tests=eve:viewer")
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def server(cli_env: str, lake_uri: str, tmp_path: Path) -> Iterator[str]:
 
 
 def test_verbs_through_the_api(server: str) -> None:
-    remote = ["--url", server, "--token", "admin-token"]
+    remote = ["--url", server, "--token", "admin-token-for-tests"]
     status, output = invoke(
         "lake", "import", "production", str(EXAMPLES / "content" / "articles.ndjson")
     )
@@ -52,8 +53,8 @@ def test_tokens_and_roles_are_enforced(server: str) -> None:
     definitions = str(EXAMPLES / "definitions" / "article-review.json")
     refused(["deploy", definitions, "--url", server], "unauthenticated")
     refused(["deploy", definitions, "--url", server, "--token", "wrong"], "unauthenticated")
-    refused(["deploy", definitions, "--url", server, "--token", "ops-token"], "forbidden")
-    refused(["inspect", "instance.nope", "--url", server, "--token", "viewer-token"],
+    refused(["deploy", definitions, "--url", server, "--token", "ops-token-for-tests"], "forbidden")
+    refused(["inspect", "instance.nope", "--url", server, "--token", "viewer-token-for-tests"],
             "instance-not-found")  # fmt: skip
 
 
