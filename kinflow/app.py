@@ -46,6 +46,7 @@ from kinflow.settings import Settings
 from kinflow.storage import open_lake
 from kinflow.throttle import FailureThrottle, TooManyAttempts
 from kinflow.worker import Worker
+from kinflow.ws_quiet import QuietTransportWSHandler
 
 log = logging.getLogger("kinflow.api")
 ANONYMOUS = Actor.person("anonymous")
@@ -73,6 +74,8 @@ async def healthz(request: Request) -> JSONResponse:
 
 class GraphQLApp(GraphQL[Context, None]):
     """Strawberry's ASGI view with kinflow's context and token checks."""
+
+    graphql_transport_ws_handler_class = QuietTransportWSHandler  # a page reload is no error
 
     def __init__(self, services: Services | None, settings: Settings) -> None:
         super().__init__(
