@@ -71,6 +71,24 @@ class Settings(BaseSettings):
     )
     max_spawn_depth: int = Field(default=6, description="Deepest allowed chain of spawns.")
     max_fan_out: int = Field(default=10_000, description="Rows one spawn may produce.")
+    max_idempotency_key_bytes: int = Field(
+        default=256, ge=1, description="Longest idempotency key, in UTF-8 bytes (input-too-large)."
+    )
+    max_reason_bytes: int = Field(
+        default=4096, ge=1,
+        description="Longest reason, error or detail text a verb stores, in UTF-8 bytes.",
+    )
+    max_value_bytes: int = Field(
+        default=256 * 1024, ge=1,
+        description="Largest params, field value or effect outputs of one verb, as JSON bytes.",
+    )
+    max_instance_bytes: int = Field(
+        default=12 * 1024 * 1024, ge=1024,
+        description=(
+            "Largest instance document a verb may leave behind (instance-too-large); well "
+            "under MongoDB's 16 MB so aborts and engine bookkeeping always fit."
+        ),
+    )
 
     # -- the GraphQL API ---------------------------------------------------
     api_tokens: str | None = Field(

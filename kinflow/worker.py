@@ -16,7 +16,10 @@ lease document in the lake (``_type: kinflow.lease``, one per item, taken
 with a conditional write and an expiry), so several workers share the work
 and no item is handled by two at once; after taking the lease the worker
 checks the item is still owed, so an item another worker just finished is
-skipped. Passes are bounded in items and in time.
+skipped. Passes are bounded in items and in time. An item whose lease it
+cannot take is paged past, never retried in the same pass: however many
+items another worker holds (or a stale lease blocks) ahead of the rest, the
+pass still reaches the others.
 """
 
 from __future__ import annotations
@@ -124,41 +127,50 @@ class Worker:
         now = self.engine.clock()
         # system fields are stamped by the lake's wall clock, not the engine's
         stale = iso(datetime.now(UTC) - timedelta(seconds=self.grace_seconds))
-        kinds: list[tuple[str, Callable[[], Awaitable[list[str]]],
+        kinds: list[tuple[str, Callable[[list[str]], Awaitable[list[str]]],
                           Callable[[str], Awaitable[bool]], Callable[[str], Awaitable[Any]]]] = [
-            ("materialise", lambda: self._ids({"materialising": True, "_updatedAt": {
-                "$lte": stale}}), lambda i: self._owed(i, {"materialising": True}),
+            ("materialise", lambda seen: self._ids({"materialising": True, "_updatedAt": {
+                "$lte": stale}}, seen), lambda i: self._owed(i, {"materialising": True}),
              lambda i: self.engine.finish_materialising(i, actor=self.actor)),
-            ("drain", lambda: self._ids({"owesAborts": True}),
+            ("drain", lambda seen: self._ids({"owesAborts": True}, seen),
              lambda i: self._owed(i, {"owesAborts": True}),
              lambda i: self.engine.repair(i, actor=self.actor)),
-            ("propagate", lambda: self._parents(stale),
+            ("propagate", lambda seen: self._parents(stale, seen),
              lambda i: self._owed_parent(i, stale), self.engine.propagate_to),
-            ("tick", lambda: self.engine.due_instances(limit=self.batch),
+            ("tick", lambda seen: self.engine.due_instances(limit=self.batch, exclude=seen),
              lambda i: self._owed(i, {"nextEvaluationAt": {"$lte": iso(now)},
                                       "completedAt": None}),
              lambda i: self.engine.tick(i, actor=self.actor)),
-            ("effects", lambda: self._ids({"effectsDueAt": {"$lte": iso(now)}}),
+            ("effects", lambda seen: self._ids({"effectsDueAt": {"$lte": iso(now)}}, seen),
              lambda i: self._owed(i, {"effectsDueAt": {"$lte": iso(now)}}), self._effects),
         ]
         for kind, find, still_owed, handle in kinds:
-            for item in (await find())[: self.batch]:
-                if asyncio.get_running_loop().time() > deadline:
-                    return report
-                await self._one(report, kind, item, still_owed, handle)
+            seen: list[str] = []  # this pass's items of this kind, taken or not: paged past
+            taken = 0
+            while taken < self.batch:
+                page = [item for item in await find(seen) if item not in seen][: self.batch]
+                if not page:
+                    break
+                for item in page:
+                    if asyncio.get_running_loop().time() > deadline:
+                        return report
+                    seen.append(item)
+                    if await self._one(report, kind, item, still_owed, handle):
+                        taken += 1
         return report
 
     async def _one(self, report: PassReport, kind: str, item: str,
                    still_owed: Callable[[str], Awaitable[bool]],
-                   handle: Callable[[str], Awaitable[Any]]) -> None:
+                   handle: Callable[[str], Awaitable[Any]]) -> bool:
+        """Handle one item under its lease; ``False`` when the lease is held elsewhere."""
         lease = f"lease.{kind}.{item}"
         if not await self._acquire(lease):
             report.skipped += 1
-            return
+            return False
         try:
             if not await still_owed(item):
                 report.skipped += 1
-                return
+                return True
             report.processed.append((kind, item))
             await handle(item)
         except Exception as exc:  # one item never stops a pass
@@ -166,11 +178,15 @@ class Worker:
             log.warning("heartbeat %s %s failed: %s", kind, item, exc)
         finally:
             await self._release(lease)
+        return True
 
     # ------------------------------------------------------------ queries
 
-    async def _ids(self, filter_: dict[str, Any]) -> list[str]:
-        found = await self.lake.find({**_INSTANCE, **filter_}, dataset=self.engine.dataset,
+    async def _ids(self, filter_: dict[str, Any], seen: list[str]) -> list[str]:
+        query = {**_INSTANCE, **filter_}
+        if seen:
+            query["_id"] = {"$nin": seen}
+        found = await self.lake.find(query, dataset=self.engine.dataset,
                                      projection={"_id": 1}, limit=self.batch)
         return [str(doc["_id"]) for doc in found]
 
@@ -178,9 +194,12 @@ class Worker:
         return await self.lake.count({"_id": instance_id, **_INSTANCE, **filter_},
                                      dataset=self.engine.dataset) > 0
 
-    async def _parents(self, stale: str) -> list[str]:
+    async def _parents(self, stale: str, seen: list[str]) -> list[str]:
+        owed: dict[str, Any] = {"$gt": ""}
+        if seen:
+            owed["$nin"] = seen
         found = await self.lake.find(
-            {**_INSTANCE, "propagateTo": {"$gt": ""}, "_updatedAt": {"$lte": stale}},
+            {**_INSTANCE, "propagateTo": owed, "_updatedAt": {"$lte": stale}},
             dataset=self.engine.dataset, projection={"propagateTo": 1},
         )
         parents: list[str] = []

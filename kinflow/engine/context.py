@@ -57,12 +57,20 @@ class Limits:
     spawn_depth: int = 6
     fan_out: int = 10_000
     spawn_txn: int = 256  # children created inside the spawning transaction
+    # caller inputs and instance size (kinflow.engine.inputs, kinflow.engine.sizes)
+    key_bytes: int = 256
+    reason_bytes: int = 4096
+    value_bytes: int = 256 * 1024
+    instance_bytes: int = 12 * 1024 * 1024
 
     @classmethod
     def from_settings(cls, settings: Any) -> Limits:
         """Limits from ``kinflow.settings.Settings`` (``KINFLOW_*``)."""
         return cls(spawn_depth=settings.max_spawn_depth, fan_out=settings.max_fan_out,
-                   spawn_txn=settings.spawn_txn_limit)
+                   spawn_txn=settings.spawn_txn_limit,
+                   key_bytes=settings.max_idempotency_key_bytes,
+                   reason_bytes=settings.max_reason_bytes, value_bytes=settings.max_value_bytes,
+                   instance_bytes=settings.max_instance_bytes)
 
 
 class NeedsIO(Exception):

@@ -25,11 +25,15 @@ __all__ = [
     "FieldValueInvalid",
     "InitialFieldsInvalid",
     "InjectedFault",
+    "InputTooLarge",
     "InstanceNotFound",
+    "InstanceTooLarge",
     "MissingEffectHandler",
     "ModelVersionAhead",
     "PersistedDocShape",
     "RequiredFieldNotProvided",
+    "ReservedId",
+    "ReservedType",
     "SpawnContractsInvalid",
     "SpawnDefinitionUnresolved",
     "SpawnDepthExceeded",
@@ -159,6 +163,30 @@ class SpawnHandoffInvalid(KinflowError):
     """A ``with`` or ``context`` value cannot be handed to the child."""
 
     code = "spawn-handoff-invalid"
+
+
+class InputTooLarge(KinflowError):
+    """A caller's key, text or value is over its limit; ``details`` name it, its size, the limit."""
+
+    code = "input-too-large"
+
+
+class InstanceTooLarge(KinflowError):
+    """The write would leave the instance document over ``KINFLOW_MAX_INSTANCE_BYTES``."""
+
+    code = "instance-too-large"
+
+
+class ReservedId(KinflowError):
+    """A content write named an id the engine owns (``instance.*``, ``definition.*``, ...)."""
+
+    code = "reserved-id"
+
+
+class ReservedType(KinflowError):
+    """Content writes may not create, replace or delete engine-owned documents."""
+
+    code = "reserved-type"
 
 
 class InjectedFault(Exception):

@@ -3,39 +3,65 @@
 This module owns ``processedRequests``: a keyed verb records its key in the
 same fenced commit as its effect, so a retried call finds the key and
 replays (no second application) instead of applying again. Rows live for a
-TTL and are pruned whenever a later keyed commit happens. A live key reused
-for a different verb is a caller bug (``contract-violation``), as is an
-empty key.
+TTL and are pruned whenever a later keyed commit happens.
+
+A row remembers the verb and a fingerprint of its arguments (a hash of their
+canonical JSON), so only the *same* call replays: a live key reused for
+another verb, or for the same verb with other arguments, is a caller bug
+(``contract-violation``, ``details.reason: "idempotency-key-reused"``) that
+would otherwise be swallowed as a silent replay. Rows written before
+fingerprints existed replay on the verb alone. An empty key is refused too.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import timedelta
+from typing import Any
 
 from kinflow.engine.context import PlanContext, iso, parse_iso
 from kinflow.engine.errors import ContractViolation
 from kinflow.engine.state import Instance, ProcessedRequest
 
+REUSED = "idempotency-key-reused"
 
-def is_replay(instance: Instance, ctx: PlanContext, key: str | None, op: str) -> bool:
-    """Whether ``key`` was already applied to this instance (by ``op``)."""
+
+def fingerprint(op: str, args: dict[str, Any]) -> str:
+    """A stable hash of the verb and its user-visible arguments (``None`` == absent)."""
+    present = {name: value for name, value in args.items() if value is not None}
+    text = json.dumps({"op": op, "args": present}, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False, default=str)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def is_replay(instance: Instance, ctx: PlanContext, key: str | None, op: str,
+              args: dict[str, Any] | None = None) -> bool:
+    """Whether this exact call (``key``, ``op``, ``args``) was already applied."""
     if key is None:
         return False
     if not isinstance(key, str) or not key.strip():
         raise ContractViolation("an idempotency key must be a non-empty string", op=op)
     for row in instance.processedRequests:
-        if row.key == key and parse_iso(row.expiresAt) > ctx.now:
-            if row.op != op:
-                raise ContractViolation(
-                    f"idempotency key {key!r} was already used for {row.op}, not {op}",
-                    idempotencyKey=key, usedFor=row.op, op=op,
-                )
-            return True
+        if row.key != key or parse_iso(row.expiresAt) <= ctx.now:
+            continue
+        if row.op != op:
+            raise ContractViolation(
+                f"idempotency key {key!r} was already used for {row.op}, not {op}",
+                idempotencyKey=key, usedFor=row.op, op=op, reason=REUSED,
+            )
+        if row.fingerprint is not None and row.fingerprint != fingerprint(op, args or {}):
+            raise ContractViolation(
+                f"idempotency key {key!r} was already used for {op} with other arguments",
+                idempotencyKey=key, usedFor=row.op, op=op, reason=REUSED,
+            )
+        return True
     return False
 
 
-def remember(instance: Instance, ctx: PlanContext, key: str | None, op: str) -> None:
-    """Record ``key`` for ``op`` and prune expired rows (only on keyed commits)."""
+def remember(instance: Instance, ctx: PlanContext, key: str | None, op: str,
+             args: dict[str, Any] | None = None) -> None:
+    """Record ``key`` for this call and prune expired rows (only on keyed commits)."""
     if key is None:
         return
     instance.processedRequests = [
@@ -44,5 +70,5 @@ def remember(instance: Instance, ctx: PlanContext, key: str | None, op: str) -> 
     ttl = timedelta(seconds=ctx.limits.idempotency_ttl_seconds)
     instance.processedRequests.append(ProcessedRequest.model_validate({
         "_key": ctx.new_key(), "key": key, "op": op, "processedAt": ctx.now_iso,
-        "expiresAt": iso(ctx.now + ttl),
+        "expiresAt": iso(ctx.now + ttl), "fingerprint": fingerprint(op, args or {}),
     }))

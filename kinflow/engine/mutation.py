@@ -38,3 +38,5 @@ class Mutation:
     settle: list[str] = field(default_factory=list)  # children whose cascade the runner owes
     clears: list[tuple[str, str]] = field(default_factory=list)  # (child id, token) honoured
     before: dict[str, Any] | None = None  # the loaded document (for a targeted write)
+    before_bytes: int | None = None  # its size, estimated from its JSON text
+    size_limit: int | None = None  # the largest document this write may leave (sizes.py)

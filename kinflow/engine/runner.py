@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Any
 from kinflow.define.validate import Checked
 from kinflow.engine import deploy as deploying
 from kinflow.engine import patch as patching
+from kinflow.engine import sizes, verbs
 from kinflow.engine import spawn as spawning
-from kinflow.engine import verbs
 from kinflow.engine.cohorts import OBSERVATION_FIELDS, Observation, condemned
 from kinflow.engine.context import (
     Actor,
@@ -554,12 +554,19 @@ class Engine:
         )
         return [parse_instance(doc) for doc in found]
 
-    async def due_instances(self, *, limit: int = 100) -> list[str]:
-        """Ids of in-flight instances whose ``nextEvaluationAt`` has passed (for a heartbeat)."""
+    async def due_instances(self, *, limit: int = 100, exclude: list[str] | None = None
+                            ) -> list[str]:
+        """Ids of in-flight instances whose ``nextEvaluationAt`` has passed (for a heartbeat).
+
+        ``exclude`` pages past ids the caller could not take (their lease is held).
+        """
         now = self._iso(self.clock())
+        query: dict[str, Any] = {"_type": INSTANCE_TYPE, "nextEvaluationAt": {"$lte": now},
+                                 "completedAt": None}
+        if exclude:
+            query["_id"] = {"$nin": exclude}
         found = await self.lake.find(
-            {"_type": INSTANCE_TYPE, "nextEvaluationAt": {"$lte": now}, "completedAt": None},
-            dataset=self.dataset, sort=[("nextEvaluationAt", 1)], limit=limit,
+            query, dataset=self.dataset, sort=[("nextEvaluationAt", 1)], limit=limit,
             projection={"_id": 1},
         )
         return [str(doc["_id"]) for doc in found]
@@ -924,6 +931,7 @@ class Engine:
             self.faults.check("before-spawn-commit")
         document = mutation.instance.to_document()
         if mutation.insert:
+            sizes.check_write(mutation, document, None)
             stored = await self.lake.create(document, dataset=self.dataset, session=session)
             mutation.instance.rev_ = stored["_rev"]
             mutation.instance.createdAt_ = stored.get("_createdAt")
@@ -931,6 +939,7 @@ class Engine:
         elif mutation.before is not None and expected_rev is not None:
             # targeted: only what changed (a cohort parent is never rewritten whole)
             update, filters = patching.diff(mutation.before, document)
+            sizes.check_write(mutation, document, update)
             moment = self.clock()
             if update:
                 mutation.instance.rev_ = await self.lake.update(
@@ -939,6 +948,7 @@ class Engine:
                     now=moment)
                 mutation.instance.updatedAt_ = iso_moment(moment)
         else:
+            sizes.check_write(mutation, document, None)
             stored = await self.lake.replace(document, expected_rev=expected_rev,
                                              dataset=self.dataset, session=session)
             mutation.instance.rev_ = stored["_rev"]

@@ -212,6 +212,7 @@ class ProcessedRequest(Part):
     op: str
     processedAt: str
     expiresAt: str
+    fingerprint: str | None = None  # the call's arguments (ledger.fingerprint); absent on old rows
 
 
 class Instance(Part):

@@ -5,12 +5,16 @@ shape every commit shares:
 
 1. copy the loaded state (the copy is the mutation; the loaded state is never
    touched, so a refusal leaves nothing behind);
-2. for keyed verbs, consult the idempotency ledger: a live key replays
-   (no re-application, just the cascade), a key of another verb is refused;
+2. for keyed verbs, consult the idempotency ledger: a live key of the same
+   call replays (no re-application, just the cascade), a key used for another
+   verb or other arguments is refused;
 3. apply the verb's event (or refuse with a typed error);
 4. record the key, then run one cascade hop (triggers to a fixpoint, at
    most one stage move);
 5. stamp ``lastChangedAt``, ``nextEvaluationAt`` and the watch-set.
+
+Caller inputs are bounded (``inputs``) before a planner reads anything, and
+each Mutation carries the size its write may not pass (``sizes``).
 
 Further hops are separate commits that the runner drives with ``plan_hop``
 until one moves nothing. Nothing here does I/O; what a plan needs from the
@@ -51,9 +55,11 @@ from kinflow.engine.errors import (
 from kinflow.engine.fields import checked_value, find_field, materialise, reference_ids
 from kinflow.engine.gates import action_verdict, check_params, declared_field
 from kinflow.engine.history import record
+from kinflow.engine.inputs import check_key, check_text, check_value, check_values
 from kinflow.engine.ledger import is_replay, remember
 from kinflow.engine.mutation import Mutation
 from kinflow.engine.ops import OpSource, apply_op, set_activity_status
+from kinflow.engine.sizes import engine_limit
 from kinflow.engine.stages import move, prime
 from kinflow.engine.state import INSTANCE_TYPE, TERMINAL_ACTIVITY, Instance
 from kinflow.errors import KinflowError
@@ -77,10 +83,16 @@ def new_instance_id() -> str:
 class _Commit:
     """One commit in progress: the mutable copy and the bookkeeping around it."""
 
-    def __init__(self, state: Instance, ctx: PlanContext) -> None:
+    def __init__(self, state: Instance, ctx: PlanContext, *, engine: bool = False) -> None:
         self.before = state.to_json()
         # a JSON round trip is a deep copy an order of magnitude faster than copy.deepcopy
-        self.m = Instance.model_validate(json.loads(json.dumps(self.before)))
+        text = json.dumps(self.before)
+        self.before_bytes = len(text)  # the size guard's estimate of the stored document
+        self.m = Instance.model_validate(json.loads(text))
+        # a caller's verb stays under the instance limit; the engine's own commits
+        # (hops, stamps, claims) may use the headroom above it (sizes.py)
+        self.size_limit: int | None = (engine_limit(ctx.limits.instance_bytes) if engine
+                                       else ctx.limits.instance_bytes)
         self.ctx = ctx
         self.definition = self.m.definition_model()
         self.history_start = len(self.m.history)
@@ -88,9 +100,9 @@ class _Commit:
         self.moves = 0
         self.hopped = False
 
-    def replayed(self, key: str | None, op: str) -> Mutation | None:
+    def replayed(self, key: str | None, op: str, args: dict[str, Any]) -> Mutation | None:
         """The replay of a keyed call already applied (one cascade hop, nothing else)."""
-        if not is_replay(self.m, self.ctx, key, op):
+        if not is_replay(self.m, self.ctx, key, op, args):
             return None
         self.cascade_once()
         return self.finish(replay=True)
@@ -127,6 +139,7 @@ class _Commit:
             effects_queued=[p for p in m.pendingEffects if p.key_ not in self.effects_start],
             history=m.history[self.history_start:], replay=replay, result=result,
             clears=clears or [], before=None if insert else self.before,
+            before_bytes=None if insert else self.before_bytes, size_limit=self.size_limit,
         )
 
 
@@ -212,6 +225,8 @@ def check_initial_fields(definition: WorkflowDefinition, fields: Any, dataset: s
 
 def plan_create(verb: StartInstance, ctx: PlanContext) -> Instance:
     """The unprimed instance document a start creates (commit 1 of the reference)."""
+    check_values("fields", verb.fields, ctx.limits)
+    check_values("context", verb.context, ctx.limits)
     document = verb.definition
     stored = {k: v for k, v in document.items() if not k.startswith("_")}
     for key in ("version", "contentHash", "modelVersion", "deployedAt"):
@@ -304,7 +319,7 @@ def plan_hop(state: Instance, ctx: PlanContext,
     and prime is primed first (kinflow's crash repair; the reference only primes
     on a resumed start).
     """
-    commit = _Commit(state, ctx)
+    commit = _Commit(state, ctx, engine=True)
     clears = apply_observations(commit.m, ctx, observations or [])
     if not commit.m.primed and not commit.m.abortedAt:
         prime(commit.m, commit.definition, ctx)
@@ -316,7 +331,7 @@ def plan_hop(state: Instance, ctx: PlanContext,
 def plan_observe(state: Instance, ctx: PlanContext,
                  observations: list[Observation]) -> Mutation:
     """Stamp rows from observations only (the drain's stamp; no hop)."""
-    commit = _Commit(state, ctx)
+    commit = _Commit(state, ctx, engine=True)
     clears = apply_observations(commit.m, ctx, observations)
     return commit.finish(clears=clears)
 
@@ -333,9 +348,12 @@ class FireAction:
 
 
 def plan_fire_action(state: Instance, verb: FireAction, ctx: PlanContext) -> Mutation:
+    check_key(verb.idempotency_key, ctx.limits)
+    check_value("params", verb.params, ctx.limits)
+    args = {"activity": verb.activity, "action": verb.action, "params": verb.params or None}
     commit = _Commit(state, ctx)
     m, definition = commit.m, commit.definition
-    replay = commit.replayed(verb.idempotency_key, "fireAction")
+    replay = commit.replayed(verb.idempotency_key, "fireAction", args)
     if replay is not None:
         return replay
     activity = definition.activity(m.currentStage, verb.activity)
@@ -358,7 +376,7 @@ def plan_fire_action(state: Instance, verb: FireAction, ctx: PlanContext) -> Mut
             **(verdict.detail or {}),
         )
     params = check_params(action, activity.name, verb.params)
-    remember(m, ctx, verb.idempotency_key, "fireAction")
+    remember(m, ctx, verb.idempotency_key, "fireAction", args)
     fire(m, definition, ctx, activity.name, action, params)
     commit.cascade_once()
     return commit.finish()
@@ -378,9 +396,13 @@ class EditField:
 
 
 def plan_edit_field(state: Instance, verb: EditField, ctx: PlanContext) -> Mutation:
+    check_key(verb.idempotency_key, ctx.limits)
+    check_value("value", verb.value, ctx.limits)
+    args = {"field": verb.field, "value": verb.value, "mode": verb.mode, "scope": verb.scope,
+            "activity": verb.activity}
     commit = _Commit(state, ctx)
     m, definition = commit.m, commit.definition
-    replay = commit.replayed(verb.idempotency_key, "editField")
+    replay = commit.replayed(verb.idempotency_key, "editField", args)
     if replay is not None:
         return replay
     if verb.mode not in ("set", "append", "unset"):
@@ -415,7 +437,7 @@ def plan_edit_field(state: Instance, verb: EditField, ctx: PlanContext) -> Mutat
         if not renderer.check(text, sites.FIELD_EDITABLE, verb.activity,
                               actor=ctx.actor).satisfied:
             raise deny("editor-not-permitted")
-    remember(m, ctx, verb.idempotency_key, "editField")
+    remember(m, ctx, verb.idempotency_key, "editField", args)
     target = FieldRef(scope=scope, field=verb.field)
     op: Any
     if verb.mode == "set":
@@ -457,12 +479,19 @@ class CompleteEffect:
 
 
 def plan_complete_effect(state: Instance, verb: CompleteEffect, ctx: PlanContext) -> Mutation:
+    check_key(verb.idempotency_key, ctx.limits)
+    check_value("outputs", verb.outputs, ctx.limits)
+    check_text("error", verb.error, ctx.limits)
+    check_text("detail", verb.detail, ctx.limits)
+    # the duration is a measurement, not part of what the call asks for
+    args = {"effectKey": verb.effect_key, "status": verb.status, "outputs": verb.outputs,
+            "error": verb.error, "detail": verb.detail}
     commit = _Commit(state, ctx)
     m = commit.m
-    replay = commit.replayed(verb.idempotency_key, "completeEffect")
+    replay = commit.replayed(verb.idempotency_key, "completeEffect", args)
     if replay is not None:
         return replay
-    remember(m, ctx, verb.idempotency_key, "completeEffect")
+    remember(m, ctx, verb.idempotency_key, "completeEffect", args)
     run = fx.complete(m, commit.definition, ctx, verb.effect_key, verb.status, verb.outputs,
                       verb.error, verb.detail, verb.duration_ms)
     commit.cascade_once()
@@ -471,13 +500,13 @@ def plan_complete_effect(state: Instance, verb: CompleteEffect, ctx: PlanContext
 
 def plan_claim_effect(state: Instance, effect_key: str, lease_seconds: float,
                       ctx: PlanContext) -> Mutation:
-    commit = _Commit(state, ctx)
+    commit = _Commit(state, ctx, engine=True)
     claimed = fx.claim(commit.m, ctx, effect_key, lease_seconds)
     return commit.finish(result=claimed)
 
 
 def plan_sweep(state: Instance, ctx: PlanContext) -> Mutation:
-    commit = _Commit(state, ctx)
+    commit = _Commit(state, ctx, engine=True)
     released = fx.sweep_claims(commit.m, ctx)
     return commit.finish(result=released)
 
@@ -492,12 +521,20 @@ class AbortInstance:
 
 
 def plan_abort(state: Instance, verb: AbortInstance, ctx: PlanContext) -> Mutation:
-    """Close the instance in place: condemn live rows, cancel effects (§5.11 step 2)."""
+    """Close the instance in place: condemn live rows, cancel effects (§5.11 step 2).
+
+    Never refused for size: it writes a few hundred bytes, and a cascade that
+    condemned this instance must be able to finish (sizes.py).
+    """
+    check_key(verb.idempotency_key, ctx.limits)
+    check_text("reason", verb.reason, ctx.limits)
+    args = {"reason": verb.reason}
     commit = _Commit(state, ctx)
+    commit.size_limit = None
     m = commit.m
-    if is_replay(m, ctx, verb.idempotency_key, "abortInstance") or m.terminal:
+    if is_replay(m, ctx, verb.idempotency_key, "abortInstance", args) or m.terminal:
         return commit.finish(replay=True)
-    remember(m, ctx, verb.idempotency_key, "abortInstance")
+    remember(m, ctx, verb.idempotency_key, "abortInstance", args)
     entry = m.open_entry()
     if entry is not None:
         entry.exitedAt = ctx.now_iso
@@ -521,9 +558,12 @@ class SetStage:
 
 
 def plan_set_stage(state: Instance, verb: SetStage, ctx: PlanContext) -> Mutation:
+    check_key(verb.idempotency_key, ctx.limits)
+    check_text("reason", verb.reason, ctx.limits)
+    args = {"stage": verb.stage, "reason": verb.reason}
     commit = _Commit(state, ctx)
     m, definition = commit.m, commit.definition
-    replay = commit.replayed(verb.idempotency_key, "setStage")
+    replay = commit.replayed(verb.idempotency_key, "setStage", args)
     if replay is not None:
         return replay
     target = definition.stage(verb.stage)
@@ -532,7 +572,7 @@ def plan_set_stage(state: Instance, verb: SetStage, ctx: PlanContext) -> Mutatio
                                 stage=verb.stage)
     if m.terminal or m.currentStage == verb.stage:
         return commit.finish()
-    remember(m, ctx, verb.idempotency_key, "setStage")
+    remember(m, ctx, verb.idempotency_key, "setStage", args)
     move(m, definition, target, ctx, transition=f"setStage:{m.currentStage}->{verb.stage}",
          via="setStage", reason=verb.reason)
     commit.moves += 1
@@ -547,9 +587,11 @@ class ResetActivity:
 
 
 def plan_reset_activity(state: Instance, verb: ResetActivity, ctx: PlanContext) -> Mutation:
+    check_key(verb.idempotency_key, ctx.limits)
+    args = {"activity": verb.activity, "to": verb.to}
     commit = _Commit(state, ctx)
     m = commit.m
-    replay = commit.replayed(verb.idempotency_key, "resetActivity")
+    replay = commit.replayed(verb.idempotency_key, "resetActivity", args)
     if replay is not None:
         return replay
     if verb.to not in ("active", "skipped"):
@@ -568,7 +610,7 @@ def plan_reset_activity(state: Instance, verb: ResetActivity, ctx: PlanContext) 
             f"activity {verb.activity!r} is {found.status}; only a finished activity resets",
             activity=verb.activity, status=found.status,
         )
-    remember(m, ctx, verb.idempotency_key, "resetActivity")
+    remember(m, ctx, verb.idempotency_key, "resetActivity", args)
     set_activity_status(m, ctx, verb.activity, verb.to)
     commit.cascade_once()
     return commit.finish()

@@ -47,12 +47,6 @@ class CohortNotFound(KinflowError):
     code = "cohort-not-found"
 
 
-class ReservedType(KinflowError):
-    """Content writes may not create, replace or delete engine-owned documents."""
-
-    code = "reserved-type"
-
-
 def _limit_error(error: GraphQLError) -> GraphQLError | None:
     for name, pattern in zip(_LIMIT_NAMES, _LIMIT_MESSAGES, strict=True):
         match = pattern.search(error.message)

@@ -14,9 +14,9 @@ from typing import Any
 import strawberry
 
 from kinflow.engine import OperationResult as EngineResult
+from kinflow.engine.owned import check_content_write, check_instance_id
 from kinflow.errors import InvalidInput
 from kinflow.schema.context import KInfo
-from kinflow.schema.errors import ReservedType
 from kinflow.schema.scalars import JSON, jsonable
 from kinflow.schema.types import (
     DeployedDefinition,
@@ -29,7 +29,6 @@ from kinflow.schema.types import (
 from kinflow.storage.gdr import check_document_id, format_gdr
 
 log = logging.getLogger("kinflow.api")
-RESERVED_PREFIX = "kinflow."
 
 
 def _object(value: Any, name: str) -> dict[str, Any] | None:
@@ -47,14 +46,6 @@ def _result(result: EngineResult) -> OperationResult:
         cascaded=result.cascaded,
         next_evaluation_at=result.next_evaluation_at,
     )
-
-
-def _check_content_type(doc_type: Any) -> None:
-    if isinstance(doc_type, str) and doc_type.startswith(RESERVED_PREFIX):
-        raise ReservedType(
-            f"documents of type {doc_type!r} belong to the engine; use its verbs",
-            type=doc_type,
-        )
 
 
 @strawberry.type
@@ -81,7 +72,8 @@ class Mutation:
         actor = info.context.require("operator", "startInstance")
         result = await info.context.engine.start_instance(
             definition, version=version, fields=_object(fields, "fields"),
-            instance_id=check_document_id(instance_id) if instance_id else None, actor=actor,
+            instance_id=check_instance_id(check_document_id(instance_id)) if instance_id else None,
+            actor=actor,
         )  # fmt: skip
         return _result(result)
 
@@ -186,7 +178,8 @@ class Mutation:
     @strawberry.mutation(
         description=(
             "Create or replace a content document (an article, a product). "
-            "Engine-owned types (kinflow.*) are refused."
+            "Engine-owned ids (instance.*, definition.*, lease.*) and types (kinflow.*) "
+            "are refused."
         )
     )
     async def put_document(
@@ -199,7 +192,7 @@ class Mutation:
         body = dict(body)
         body.setdefault("_id", uuid.uuid4().hex)
         check_document_id(body["_id"])
-        _check_content_type(body.get("_type"))
+        check_content_write(body["_id"], body.get("_type"))
         lake = info.context.lake
         target = dataset or info.context.dataset
         expected = body.get("_rev")
@@ -207,7 +200,7 @@ class Mutation:
         async def write(session: Any) -> dict[str, Any]:
             current = await lake.get(body["_id"], dataset=target, session=session)
             if current is not None:
-                _check_content_type(current.get("_type"))
+                check_content_write(body["_id"], stored_type=current.get("_type"))
             if isinstance(expected, str):
                 # Fenced: a type change since the read would also have changed _rev.
                 return await lake.replace(body, expected_rev=expected, dataset=target,
@@ -230,12 +223,13 @@ class Mutation:
         lake = info.context.lake
         target = dataset or info.context.dataset
         doc_id = check_document_id(id)
+        check_content_write(doc_id)
 
         async def delete(session: Any) -> bool:
             current = await lake.get(doc_id, dataset=target, session=session)
             if current is None:
                 return False
-            _check_content_type(current.get("_type"))
+            check_content_write(doc_id, stored_type=current.get("_type"))
             return await lake.delete(doc_id, dataset=target, session=session)
 
         deleted = await lake.transaction(delete, verb="deleteDocument")

@@ -220,12 +220,12 @@ def test_content_documents_and_groq(client: TestClient) -> None:
     iid = start(client)["instance"]["id"]
     owned = gql(client, """mutation($d: JSON!) { putDocument(document: $d) }""",
                 {"d": {"_id": iid, "_type": "article"}})  # fmt: skip
-    assert error_code(owned) == "reserved-type"
+    assert error_code(owned) == "reserved-id"  # the id decides, whatever the type
     forged = gql(client, """mutation { putDocument(document: {_id: "x",
         _type: "kinflow.instance"}) }""")  # fmt: skip
     assert error_code(forged) == "reserved-type"
     assert error_code(gql(client, f'mutation {{ deleteDocument(id: "{iid}") }}')) == (
-        "reserved-type")
+        "reserved-id")
     assert data(gql(client, 'mutation { deleteDocument(id: "article-9") }'))["deleteDocument"]
     assert not data(gql(client, 'mutation { deleteDocument(id: "article-9") }'))[
         "deleteDocument"]

@@ -163,7 +163,7 @@ async def test_admin_verbs_apply(engine: Engine, iid: str) -> None:
     assert moved.instance.currentStage == "b" and moved.cascaded == 1
     assert moved.instance.completedAt is not None
     assert moved.instance.history[-2]["transition"] == "setStage:a->b"
-    again = await engine.set_stage(iid, "b", idempotency_key="s1")
+    again = await engine.set_stage(iid, "b", reason="manual", idempotency_key="s1")
     assert not again.changed
 
 

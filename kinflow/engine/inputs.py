@@ -1,0 +1,69 @@
+"""Bounds on what a caller may write into an instance document.
+
+Keys, reasons and values a verb receives end up stored in the instance (the
+ledger, history, fields, effect runs), and an instance is one MongoDB
+document of at most 16 MB. Each is measured here before a verb plans
+anything, so an oversized input is refused (``input-too-large``, naming the
+argument, its size and the limit) before anything is read or written.
+Sizes are UTF-8 bytes for text and compact-JSON bytes for values.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kinflow.engine.context import Limits
+from kinflow.engine.errors import InputTooLarge
+
+
+def text_bytes(value: str) -> int:
+    return len(value.encode("utf-8", "surrogatepass"))
+
+
+def json_bytes(value: Any) -> int:
+    if isinstance(value, str):
+        return text_bytes(value) + 2
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False,
+                          default=str).encode("utf-8", "surrogatepass"))
+
+
+def _refuse(argument: str, size: int, limit: int, setting: str) -> InputTooLarge:
+    return InputTooLarge(f"{argument} is {size} bytes; the limit is {limit} ({setting})",
+                         argument=argument, size=size, limit=limit, setting=setting)
+
+
+def check_key(key: Any, limits: Limits) -> None:
+    """An idempotency key fits ``KINFLOW_MAX_IDEMPOTENCY_KEY_BYTES``."""
+    if isinstance(key, str) and len(key) * 4 > limits.key_bytes:
+        size = text_bytes(key)
+        if size > limits.key_bytes:
+            raise _refuse("idempotencyKey", size, limits.key_bytes,
+                          "KINFLOW_MAX_IDEMPOTENCY_KEY_BYTES")
+
+
+def check_text(argument: str, value: Any, limits: Limits) -> None:
+    """A reason, error or detail text fits ``KINFLOW_MAX_REASON_BYTES``."""
+    if isinstance(value, str) and len(value) * 4 > limits.reason_bytes:
+        size = text_bytes(value)
+        if size > limits.reason_bytes:
+            raise _refuse(argument, size, limits.reason_bytes, "KINFLOW_MAX_REASON_BYTES")
+
+
+def check_value(argument: str, value: Any, limits: Limits) -> None:
+    """Params, a field value or effect outputs fit ``KINFLOW_MAX_VALUE_BYTES`` as JSON."""
+    if value is None:
+        return
+    size = json_bytes(value)
+    if size > limits.value_bytes:
+        raise _refuse(argument, size, limits.value_bytes, "KINFLOW_MAX_VALUE_BYTES")
+
+
+def check_values(argument: str, values: Any, limits: Limits) -> None:
+    """Each entry of a ``{name: value}`` map (start fields, context) fits on its own."""
+    if isinstance(values, dict):
+        for name, value in values.items():
+            check_text(f"{argument}.<name>", name if isinstance(name, str) else None, limits)
+            check_value(f"{argument}.{str(name)[:64]}", value, limits)
+    else:
+        check_value(argument, values, limits)

@@ -1,0 +1,62 @@
+"""The instance-size guard: no commit may push an instance toward MongoDB's 16 MB.
+
+An instance is one document; past 16 MB every write to it fails, ``abort``
+included, and a parent's cascade into it stops half-way. So each commit is
+checked before its write, inside its transaction (a refusal writes nothing):
+
+* a caller's verb (and its first hop) may not leave the document over
+  ``Limits.instance_bytes`` (``KINFLOW_MAX_INSTANCE_BYTES``, 12 MB by default);
+* the engine's own later commits (cascade hops, stamps, claims) may go past
+  that, up to ``ENGINE_CEILING``, so a cascade a verb started still finishes;
+* an abort is never refused: it writes a few hundred bytes, and the guard
+  keeps every instance far enough below 16 MB for that to fit.
+
+The check is cheap in the common case: the loaded document's size is
+estimated from the JSON text the commit already made of it, plus the encoded
+size of the update about to be sent. Only when that estimate passes the limit
+is the whole document encoded and measured exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import bson
+
+from kinflow.engine.errors import InstanceTooLarge
+from kinflow.engine.mutation import Mutation
+
+MONGODB_LIMIT = 16 * 1024 * 1024
+ENGINE_CEILING = 15 * 1024 * 1024
+
+
+def engine_limit(instance_bytes: int) -> int:
+    """The ceiling for the engine's own commits: never below the callers' limit."""
+    return max(instance_bytes, ENGINE_CEILING)
+
+
+def encoded_size(value: Mapping[str, Any]) -> int:
+    return len(bson.encode(value))
+
+
+def check_write(mutation: Mutation, document: Mapping[str, Any],
+                update: Mapping[str, Any] | None) -> None:
+    """Refuse the write (``instance-too-large``) if it would leave ``document`` too big.
+
+    ``update`` is the targeted update about to be applied to the loaded
+    document, or ``None`` when ``document`` is written whole.
+    """
+    limit = mutation.size_limit
+    if limit is None:
+        return
+    if update is not None and mutation.before_bytes is not None:
+        if mutation.before_bytes + encoded_size(update) <= limit:
+            return
+    size = encoded_size(document)
+    if size > limit:
+        raise InstanceTooLarge(
+            f"instance {mutation.instance.id_!r} would be {size} bytes; the limit is {limit}",
+            instanceId=mutation.instance.id_, size=size, limit=limit,
+            setting="KINFLOW_MAX_INSTANCE_BYTES",
+        )
