@@ -26,7 +26,6 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
-from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.http import GraphQLRequestData
 from strawberry.types import ExecutionResult, SubscriptionExecutionResult
@@ -36,6 +35,7 @@ from kinflow.auth import TokenTable, Unauthenticated, authenticate, bearer, load
 from kinflow.auth_http import client_host, ide_page_request, refusal, request_token
 from kinflow.engine import Actor, Engine
 from kinflow.graphiql import graphiql_routes, local_page
+from kinflow.http_guards import guard_middleware
 from kinflow.inspector import inspector_routes
 from kinflow.limits_http import RequestSizeLimit
 from kinflow.plugins import build_engine
@@ -45,6 +45,7 @@ from kinflow.schema.hubs import Hubs
 from kinflow.settings import Settings
 from kinflow.storage import open_lake
 from kinflow.throttle import FailureThrottle, TooManyAttempts
+from kinflow.transport import TransportView
 from kinflow.worker import Worker
 from kinflow.ws_quiet import QuietTransportWSHandler
 
@@ -72,7 +73,7 @@ async def healthz(request: Request) -> JSONResponse:
     return JSONResponse(body, status_code=200 if reachable else 503)
 
 
-class GraphQLApp(GraphQL[Context, None]):
+class GraphQLApp(TransportView):
     """Strawberry's ASGI view with kinflow's context and token checks."""
 
     graphql_transport_ws_handler_class = QuietTransportWSHandler  # a page reload is no error
@@ -85,6 +86,7 @@ class GraphQLApp(GraphQL[Context, None]):
             connection_init_wait_timeout=timedelta(seconds=30),
             max_subscriptions_per_connection=settings.max_subscriptions_per_connection,
             allowed_origins=settings.allowed_origins,
+            max_query_tokens=settings.max_query_tokens,
         )
         self.services = services
         self.throttle = FailureThrottle(settings.auth_max_failures, settings.auth_failure_window,
@@ -198,11 +200,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
     return Starlette(
         routes=[
             Route("/healthz", healthz),
-            Route("/graphql", graphql, methods=["GET", "POST"]),
+            Route("/graphql", graphql),  # other methods: a typed method-not-allowed
             WebSocketRoute("/graphql", graphql),
             *inspector_routes(),
             *graphiql_routes(),
         ],
         lifespan=lifespan,
-        middleware=[Middleware(RequestSizeLimit, max_bytes=settings.max_request_bytes)],
+        middleware=[*guard_middleware(settings, tokens.enabled),
+                    Middleware(RequestSizeLimit, max_bytes=settings.max_request_bytes)],
     )

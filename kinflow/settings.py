@@ -6,11 +6,12 @@ nothing below the CLI and the app factory reads the environment itself.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
@@ -117,9 +118,32 @@ class Settings(BaseSettings):
         description="Client addresses the failed-attempt table remembers (oldest dropped first).",
     )
     graphiql: bool = Field(default=True, description="Serve GraphiQL at /graphql in a browser.")
-    allowed_origins: list[str] = Field(
-        default_factory=list, description="Extra browser origins allowed to open websockets."
+    allowed_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description=(
+            "Browser origins (scheme://host[:port]) allowed to call the API from another "
+            "origin: CORS over HTTP and websocket handshakes. Comma separated or a JSON list."
+        ),
     )
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description=(
+            "Host names requests may address besides 127.0.0.1, localhost and [::1] (DNS "
+            "rebinding guard; always on without tokens, with tokens only when set)."
+        ),
+    )
+
+    @field_validator("allowed_origins", "allowed_hosts", mode="before")
+    @classmethod
+    def _name_list(cls, value: Any) -> Any:
+        """A list from the environment: JSON (``["a", "b"]``) or comma separated (``a,b``)."""
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if text.startswith("["):
+            return json.loads(text)
+        return [part.strip() for part in text.split(",") if part.strip()]
+
     max_query_depth: int = Field(default=12, description="Deepest selection an operation may nest.")
     max_query_tokens: int = Field(default=4000, description="Most tokens one document may have.")
     max_query_aliases: int = Field(default=30, description="Most aliases one document may use.")

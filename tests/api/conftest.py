@@ -37,8 +37,11 @@ def database(lake_uri: str) -> Iterator[str]:
 
 
 def make_settings(lake_uri: str, database: str, **overrides: Any) -> Settings:
-    """Test apps run without the in-process worker, so tests see only their own calls."""
-    options: dict[str, Any] = {"worker": False, **overrides}
+    """Test apps run without the in-process worker, so tests see only their own calls.
+
+    Starlette's TestClient addresses the app as ``testserver``: an allowed host here.
+    """
+    options: dict[str, Any] = {"worker": False, "allowed_hosts": ["testserver"], **overrides}
     return Settings(mongodb_uri=lake_uri, database=database, operation_timeout=20.0,
                     **options)  # fmt: skip
 

@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from kinflow.app import create_app
 from kinflow.settings import Settings
 
-BASE = "http://kinflow.test"
+BASE = "http://127.0.0.1"  # a loopback Host: the app refuses other names without tokens
 
 
 @contextlib.asynccontextmanager
