@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import strawberry
 
@@ -45,6 +45,10 @@ async def instance_filter(info: KInfo, where: InstanceFilter | None) -> dict[str
     elif where.status is InstanceStatus.ABORTED:
         query["abortedAt"] = {"$ne": None}
     dataset = info.context.dataset
+    if where.roots_only:
+        if where.parent_id is not None or where.root_id is not None:
+            return None  # a root is nobody's child or descendant
+        query["ancestors"] = {"$size": 0}
     if where.root_id is not None:
         query["ancestors.id"] = format_gdr(dataset, check_document_id(where.root_id))
     if where.parent_id is not None:
@@ -102,6 +106,10 @@ class Query:
         where: InstanceFilter | None = None,
         first: int | None = 50,
         after: str | None = None,
+        newest_first: Annotated[bool | None, strawberry.argument(
+            description="Descending ids: the newest first for started instances (time-ordered "
+            "ids); a child's id derives from its parent's, so children sort by id.",
+        )] = False,
     ) -> InstanceConnection:
         limit = 50 if first is None else first
         ceiling = info.context.settings.max_page_size
@@ -119,8 +127,9 @@ class Query:
             cursor = decode_cursor(after)
             if cursor is None:
                 raise InvalidInput("after is not a cursor this API issued", after=after)
-            page_query["_id"] = {"$gt": cursor}
-        docs = await lake.find(page_query, dataset=dataset, sort=[("_id", 1)],
+            page_query["_id"] = {"$lt" if newest_first else "$gt": cursor}
+        docs = await lake.find(page_query, dataset=dataset,
+                               sort=[("_id", -1 if newest_first else 1)],
                                limit=limit + 1) if limit else []  # fmt: skip
         page = docs[:limit]
         for doc in page:  # later fields of these nodes reuse what was just read

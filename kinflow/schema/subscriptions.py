@@ -146,6 +146,7 @@ def _instance_matcher(where: InstanceFilter | None, dataset: str) -> Callable[[D
             (where.definition is None or doc.get("definition") == where.definition)
             and (where.stage is None or doc.get("currentStage") == where.stage)
             and (where.status is None or instance_status(doc) is where.status)
+            and (not where.roots_only or not ancestors)
             and (root_gdr is None or root_gdr in ancestors)
             and (parent_gdr is None or (bool(ancestors) and ancestors[-1] == parent_gdr))
         )

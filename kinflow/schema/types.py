@@ -69,6 +69,9 @@ class InstanceFilter:
         default=None, description="Every descendant of this root."
     )
     stage: str | None = None
+    roots_only: bool | None = strawberry.field(
+        default=None, description="Only instances with no parent (what a person started)."
+    )
 
 
 @strawberry.type

@@ -123,3 +123,36 @@ def test_instance_changed_ends_after_the_terminal_event(client: TestClient) -> N
         again = ws.subscribe(INSTANCE_CHANGED, {"id": parent})  # already finished
         assert ws.next()["data"]["instanceChanged"]["kind"] == "snapshot"
         assert ws.receive() == {"id": again, "type": "complete"}
+
+
+ROOTS = """query($after: String) { instances(where: {rootsOnly: true}, first: 2, after: $after,
+  newestFirst: true) { totalCount nodes { id definition } pageInfo { hasNextPage endCursor } } }"""
+
+
+def test_roots_only_newest_first_pages_down(client: TestClient) -> None:
+    first, _children = review_with_cohort(client)
+    later = [data(gql(client, """mutation { startInstance(definition: "article-review",
+        fields: {subject: "article-1"}) { instance { id } } }"""))["startInstance"]["instance"]["id"]
+        for _ in range(2)]  # fmt: skip
+    page = data(gql(client, ROOTS))["instances"]
+    assert page["totalCount"] == 3 and page["pageInfo"]["hasNextPage"]
+    rest = data(gql(client, ROOTS, {"after": page["pageInfo"]["endCursor"]}))["instances"]
+    ids = [n["id"] for n in page["nodes"] + rest["nodes"]]
+    assert ids == [later[1], later[0], first]  # started instances have time-ordered ids
+    assert not rest["pageInfo"]["hasNextPage"]
+    every = data(gql(client, "{ instances(first: 100) { totalCount } }"))["instances"]
+    assert every["totalCount"] == 6  # the three translations are there, just not roots
+    refused = gql(client, """query($p: ID!) { instances(where: {rootsOnly: true, parentId: $p})
+        { totalCount } }""", {"p": first})  # fmt: skip
+    assert data(refused)["instances"]["totalCount"] == 0
+    with socket(client) as ws:
+        ws.subscribe("""subscription { instancesChanged(where: {rootsOnly: true})
+            { kind instance { id } } }""")  # fmt: skip
+        snapshot = sorted(ws.next()["data"]["instancesChanged"]["instance"]["id"] for _ in ids)
+        assert snapshot == sorted(ids)
+        child = data(gql(client, """query($i: ID!) { instance(id: $i) { subworkflows {
+            childId } } }""", {"i": first}))["instance"]["subworkflows"][0]["childId"]  # fmt: skip
+        data(gql(client, FIRE, {"i": child, "a": "translate", "x": "submit"}))
+        data(gql(client, FIRE, {"i": later[0], "a": "write", "x": "submit"}))
+        moved = ws.next()["data"]["instancesChanged"]["instance"]["id"]
+        assert moved in ids  # the finished child was no event here; the next root's move was
