@@ -13,6 +13,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from kinflow.app import create_app
 from kinflow.errors import ConfigurationError
+from kinflow.settings import Settings
 from tests.api.conftest import data, make_settings
 
 pytestmark = pytest.mark.lake
@@ -121,6 +122,18 @@ def test_websockets_follow_the_same_origins(cors: TestClient) -> None:
         with cors.websocket_connect("/graphql", subprotocols=["graphql-transport-ws"],
                                     headers={"Origin": "http://evil.example"}):  # fmt: skip
             pass
+
+
+def test_origins_and_hosts_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a shell sets them: one origin as plain text, a comma list, or a JSON list."""
+    monkeypatch.setenv("KINFLOW_ALLOWED_ORIGINS", FRONTEND)
+    monkeypatch.setenv("KINFLOW_ALLOWED_HOSTS", "flow.example.com, kinflow.internal")
+    settings = Settings(_env_file=None)
+    assert settings.allowed_origins == [FRONTEND]
+    assert settings.allowed_hosts == ["flow.example.com", "kinflow.internal"]
+    monkeypatch.setenv("KINFLOW_ALLOWED_ORIGINS", f'["{FRONTEND}", "https://app.example"]')
+    assert Settings(_env_file=None).allowed_origins == [
+        FRONTEND, "https://app.example"]
 
 
 def test_a_wildcard_origin_needs_tokens(lake_uri: str, database: str) -> None:
