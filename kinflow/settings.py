@@ -58,11 +58,12 @@ class Settings(BaseSettings):
         default="",
         description="Effect handler modules (dotted names or .py paths, comma separated).",
     )
-    propagation: Literal["inline", "background"] = Field(
-        default="inline",
+    propagation: Literal["auto", "inline", "background"] = Field(
+        default="auto",
         description=(
-            "inline: a child's verb returns after its parent reacted; background: parents "
-            "react in paced rounds (near-linear for cohorts of thousands)."
+            "For tests and comparisons only; leave it at auto. auto: in a cohort of up to "
+            "32 live rows a child's verb returns after its parent reacted, larger cohorts' "
+            "parents react in paced background rounds; inline/background force one."
         ),
     )
     worker_interval: float = Field(default=1.0, description="Seconds between heartbeat passes.")

@@ -14,15 +14,20 @@ rounds, not N.
 Correctness across processes does not depend on this: the owed-stamp marker
 is durable and the heartbeat runs rounds for any parent still owed one.
 
-With ``wait=True`` a requester waits for the round that covers its request
-(the reference's contract: a verb on a child returns after the parent reacted);
-with ``wait=False`` it returns at once and the round runs in the background.
-In the background, rounds on one parent are paced: after a round that took
-``t`` seconds the next starts no sooner than ``pace * t`` later, so rounds
-take a bounded share of the process however large the parent grows, and
-each round absorbs every completion that arrived meanwhile. The number of
-rounds over a cohort's life then stays roughly constant as the cohort grows,
-instead of one round per child.
+Whether a requester waits is decided per parent (``mode="auto"``, the
+default): while the parent's cohort is small (at most ``INLINE_LIVE_ROWS``
+live rows when a round first saw it large; a parent not seen yet counts as
+small) the requester waits for the round that covers its request (the
+reference's contract: a verb on a child returns after the parent reacted, so
+a frontend sees the parent move in the child's own response). Beyond that it
+returns at once and the parent reacts in background rounds. ``"inline"`` and
+``"background"`` force one behaviour (tests and comparisons). In the
+background, rounds on one parent are paced: after a round that took ``t``
+seconds the next starts no sooner than ``pace * t`` later, so rounds take a
+bounded share of the process however large the parent grows, and each round
+absorbs every completion that arrived meanwhile. The number of rounds over a
+cohort's life then stays roughly constant as the cohort grows, instead of one
+round per child.
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ from dataclasses import dataclass, field
 
 log = logging.getLogger(__name__)
 
+INLINE_LIVE_ROWS = 32  # cohorts up to this many live rows propagate inline in "auto" mode
+_REMEMBERED = 4096  # parents whose cohort size this process remembers
+MODES = ("auto", "inline", "background")
+
 
 @dataclass
 class _Flight:
@@ -45,13 +54,23 @@ class _Flight:
 class Propagator:
     """Coalesces propagation rounds per parent id."""
 
-    def __init__(self, run_round: Callable[[str], Awaitable[None]], *, wait: bool = True,
-                 pace: float = 2.0):
+    def __init__(self, run_round: Callable[[str], Awaitable[int | None]], *,
+                 mode: str = "auto", pace: float = 2.0):
+        """``run_round(parent_id)`` runs one round and returns the parent's live rows."""
+        if mode not in MODES:
+            raise ValueError(f"propagation mode must be one of {MODES}, not {mode!r}")
         self._run_round = run_round
-        self.wait = wait
+        self.mode = mode
         self.pace = pace
         self._flights: dict[str, _Flight] = {}
+        self._live: dict[str, int] = {}  # parent id -> live rows its last round saw
         self.rounds = 0  # rounds run (the bench reports parent commits from the lake)
+
+    def waits_for(self, parent_id: str) -> bool:
+        """Whether a request on ``parent_id`` returns only after the round that covers it."""
+        if self.mode != "auto":
+            return self.mode == "inline"
+        return parent_id not in self._live
 
     async def request(self, parent_id: str) -> None:
         """Ask for a round on ``parent_id`` that starts after this call."""
@@ -60,10 +79,24 @@ class Propagator:
         flight.waiters.append(future)
         if flight.task is None:
             flight.task = asyncio.create_task(self._fly(parent_id, flight))
-        if self.wait:
+        if self.waits_for(parent_id):
             await future
         else:
             future.add_done_callback(_retrieve)
+
+    def _remember(self, parent_id: str, live: int | None) -> None:
+        """Note the parent's live rows; a large cohort stays in background until it ends.
+
+        The tail of a large cohort keeps the background: a round still costs in
+        proportion to the parent's whole registry, so waiting on it per child
+        would make the last 32 children of 10,000 cost 32 full rounds.
+        """
+        known = self._live.pop(parent_id, None)
+        if not live or (known is None and live <= INLINE_LIVE_ROWS):
+            return  # small, finished or gone: the default (wait) applies
+        if len(self._live) >= _REMEMBERED:
+            self._live.pop(next(iter(self._live)))
+        self._live[parent_id] = live
 
     async def _fly(self, parent_id: str, flight: _Flight) -> None:
         try:
@@ -72,7 +105,7 @@ class Propagator:
                 self.rounds += 1
                 started = time.monotonic()
                 try:
-                    await self._run_round(parent_id)
+                    self._remember(parent_id, await self._run_round(parent_id))
                 except Exception as exc:  # the heartbeat repairs; the waiters learn of it
                     log.warning("propagation round on %s failed: %s", parent_id, exc)
                     for future in waiters:
@@ -82,7 +115,7 @@ class Propagator:
                 for future in waiters:
                     if not future.done():
                         future.set_result(None)
-                if not self.wait and flight.waiters:
+                if flight.waiters and not self.waits_for(parent_id):
                     await asyncio.sleep((time.monotonic() - started) * self.pace)
         finally:
             flight.task = None

@@ -175,7 +175,7 @@ class Engine:
         clock: Clock = system_clock,
         limits: Limits | None = None,
         new_key: Callable[[], str] = random_key,
-        propagation: str = "inline",
+        propagation: str = "auto",
         faults: Faults | None = None,
     ) -> None:
         self.lake = lake
@@ -185,10 +185,10 @@ class Engine:
         self.new_key = new_key
         self.handlers: dict[str, EffectHandler] = {}
         self.faults = faults or Faults()
-        # "inline": a verb on a child returns after its parent reacted (the reference's
-        # contract); "background": it returns after its own commits and the parent reacts
-        # in a coalesced round soon after (for high-rate cohorts)
-        self.propagator = Propagator(self._round, wait=propagation == "inline")
+        # "auto": a verb on a child of a small cohort returns after its parent reacted
+        # (the reference's contract); in a large cohort it returns after its own commits
+        # and the parent reacts in paced, coalesced rounds. "inline"/"background" force one
+        self.propagator = Propagator(self._round, mode=propagation)
         self._ready = False
 
     async def ensure_ready(self) -> None:
@@ -793,14 +793,19 @@ class Engine:
         self.faults.check("before-propagation")
         await self.propagator.request(instance.propagateTo)
 
-    async def _round(self, parent_id: str) -> None:
-        """One propagation round: stamp the parent's rows, cascade it, propagate further."""
+    async def _round(self, parent_id: str) -> int | None:
+        """One propagation round: stamp the parent's rows, cascade it, propagate further.
+
+        Returns the parent's live rows after it (the propagator sizes its cohort by it).
+        """
         try:
-            await self._verb(parent_id, "propagate", Actor.system(), verbs.plan_hop)
+            result = await self._verb(parent_id, "propagate", Actor.system(), verbs.plan_hop)
         except InstanceNotFound:  # the parent is gone: the children stop telling it
             await self.lake.collection(self.dataset).update_many(
                 {**_INSTANCES, "propagateTo": parent_id},
                 {"$unset": {"propagateTo": "", "propagateToken": ""}})
+            return None
+        return sum(1 for row in result.instance.subworkflows if row.resolved is None)
 
     async def repair(self, instance_id: str, *, actor: Actor | None = None) -> Instance:
         """Finish what a crash left owed on one instance: drain owed aborts, propagate.

@@ -14,6 +14,7 @@ import strawberry
 from graphql import GraphQLError
 from strawberry.schema.config import StrawberryConfig
 
+from kinflow.schema.caching import caching_extensions
 from kinflow.schema.errors import ErrorShaping
 from kinflow.schema.limits import limit_extensions
 from kinflow.schema.mutations import Mutation
@@ -43,7 +44,7 @@ def build_schema(settings: Settings | None = None) -> KinflowSchema:
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
-        extensions=[*limit_extensions(settings), ErrorShaping],
+        extensions=[*limit_extensions(settings), ErrorShaping, *caching_extensions()],
         config=StrawberryConfig(scalar_map=SCALAR_MAP),
     )
 

@@ -1,0 +1,60 @@
+"""The propagator's default: small cohorts wait for their parent, large ones do not."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from kinflow.engine.propagation import INLINE_LIVE_ROWS, Propagator
+
+
+class Rounds:
+    """A fake round: records which parents it ran on and reports a live-row count."""
+
+    def __init__(self, live: int) -> None:
+        self.live = live
+        self.ran: list[str] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def __call__(self, parent_id: str) -> int | None:
+        await self.gate.wait()
+        self.ran.append(parent_id)
+        return self.live
+
+
+async def test_a_parent_not_seen_yet_is_waited_for() -> None:
+    rounds = Rounds(live=3)
+    propagator = Propagator(rounds)
+    await propagator.request("p")
+    assert rounds.ran == ["p"]  # the request returned after its round
+
+
+async def test_a_large_cohort_returns_before_its_round_and_stays_in_background() -> None:
+    rounds = Rounds(live=INLINE_LIVE_ROWS + 1)
+    propagator = Propagator(rounds)
+    await propagator.request("p")  # first sight: waits, and learns the cohort is large
+    assert propagator.waits_for("p") is False
+    rounds.gate.clear()
+    await asyncio.wait_for(propagator.request("p"), 1)  # returns with the round held
+    assert rounds.ran == ["p"]
+    rounds.live = 2  # the tail of the large cohort still does not wait
+    rounds.gate.set()
+    await propagator.idle()
+    assert propagator.waits_for("p") is False
+    rounds.live = 0  # the cohort ended: the next one starts small again
+    await propagator.request("p")
+    await propagator.idle()
+    assert propagator.waits_for("p") is True
+
+
+async def test_forced_modes() -> None:
+    rounds = Rounds(live=INLINE_LIVE_ROWS * 10)
+    inline = Propagator(rounds, mode="inline")
+    await inline.request("p")
+    assert inline.waits_for("p") is True
+    background = Propagator(rounds, mode="background")
+    assert background.waits_for("fresh") is False
+    with pytest.raises(ValueError):
+        Propagator(rounds, mode="sometimes")
