@@ -67,3 +67,22 @@ def check_values(argument: str, values: Any, limits: Limits) -> None:
             check_value(f"{argument}.{str(name)[:64]}", value, limits)
     else:
         check_value(argument, values, limits)
+
+
+def bounded_outcome(outputs: Any, status: str, error: str | None, limits: Limits
+                    ) -> tuple[Any, str, str | None]:
+    """An effect handler's result made to fit: it is engine code, so never refused.
+
+    Outputs over the value limit fail the effect (saying so) instead of
+    failing its completion forever; an error text is cut to the reason limit.
+    """
+    if outputs is not None:
+        size = json_bytes(outputs)
+        if size > limits.value_bytes:
+            outputs, status = None, "failed"
+            error = (f"effect outputs are {size} bytes; the limit is {limits.value_bytes} "
+                     "(KINFLOW_MAX_VALUE_BYTES)")
+    if error is not None and text_bytes(error) > limits.reason_bytes:
+        error = error.encode("utf-8", "surrogatepass")[:limits.reason_bytes - 3].decode(
+            "utf-8", "ignore") + "..."
+    return outputs, status, error

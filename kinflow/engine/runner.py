@@ -64,6 +64,7 @@ from kinflow.engine.errors import (
 from kinflow.engine.faults import Faults
 from kinflow.engine.gates import Verdict
 from kinflow.engine.gates import available_actions as action_verdicts
+from kinflow.engine.inputs import bounded_outcome
 from kinflow.engine.mutation import Mutation
 from kinflow.engine.propagation import Propagator
 from kinflow.engine.state import INSTANCE_TYPE, Instance, PendingEffect, parse_instance
@@ -449,6 +450,7 @@ class Engine:
                 status, error = "done", None
             except Exception as exc:  # the handler's failure is the effect's outcome
                 outputs, status, error = None, "failed", f"{type(exc).__name__}: {exc}"
+            outputs, status, error = bounded_outcome(outputs, status, error, self.limits)
             duration = int((time.monotonic() - started) * 1000)
             try:
                 await self.complete_effect(

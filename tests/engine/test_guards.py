@@ -241,3 +241,41 @@ async def test_a_due_instance_behind_sixty_held_leases_is_still_ticked(
     assert report.of("tick") == [target]
     assert report.skipped >= 60
     assert (await engine.get_instance(target)).currentStage == "over"
+
+
+EFFECTFUL = simple("effectful", [
+    {"name": "a", "activities": [{"name": "w", "actions": [
+        {"name": "big", "effects": [{"name": "big"}]},
+        {"name": "loud", "effects": [{"name": "loud"}]},
+        {"name": "finish", "status": "done"}]}],
+     "transitions": [{"name": "t", "to": "b"}]},
+    {"name": "b"},
+])
+
+
+async def test_an_effect_handlers_oversized_result_fails_the_effect_instead_of_sticking(
+        engine: Engine) -> None:
+    """Handler results are engine input: bounded by failing the effect, never refused."""
+    limits = engine.limits
+
+    def big(call: Any) -> dict[str, Any]:
+        return {"blob": "x" * limits.value_bytes}
+
+    def loud(call: Any) -> None:
+        raise RuntimeError("!" * (limits.reason_bytes * 4))
+
+    engine.register_handler("big", big)
+    engine.register_handler("loud", loud)
+    await engine.deploy([EFFECTFUL])
+    iid = (await engine.start_instance("effectful")).instance.id_
+    await engine.fire_action(iid, "w", "big")
+    await engine.fire_action(iid, "w", "loud")
+    report = await engine.drain_effects(iid)
+    assert (report.drained, report.failed) == (0, 2)
+    instance = await engine.get_instance(iid)
+    assert instance.pendingEffects == [] and instance.effectsDueAt is None
+    runs = {run.name: run for run in instance.effectHistory}
+    assert runs["big"].status == "failed" and runs["big"].outputs is None
+    assert "KINFLOW_MAX_VALUE_BYTES" in str(runs["big"].error)
+    assert runs["loud"].status == "failed"
+    assert len(str(runs["loud"].error)) < limits.reason_bytes + 200
