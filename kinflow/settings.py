@@ -134,7 +134,15 @@ class Settings(BaseSettings):
         ),
     )
 
-    @field_validator("allowed_origins", "allowed_hosts", mode="before")
+    forwarded_allow_ips: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description=(
+            "Proxy addresses whose X-Forwarded-For/-Proto `kinflow serve` trusts; empty: "
+            "none, the TCP peer is the client."
+        ),
+    )
+
+    @field_validator("allowed_origins", "allowed_hosts", "forwarded_allow_ips", mode="before")
     @classmethod
     def _name_list(cls, value: Any) -> Any:
         """A list from the environment: JSON (``["a", "b"]``) or comma separated (``a,b``)."""

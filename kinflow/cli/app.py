@@ -122,6 +122,11 @@ def serve(
         port=bind_port,
         log_level="info",
         timeout_graceful_shutdown=10,
+        # uvicorn trusts X-Forwarded-For from loopback by default, which would let any
+        # local caller pick the address the failed-token throttle counts: trust none
+        # unless a proxy is named.
+        proxy_headers=bool(settings.forwarded_allow_ips),
+        forwarded_allow_ips=",".join(settings.forwarded_allow_ips) or "",
     )
 
 

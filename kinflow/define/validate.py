@@ -12,7 +12,10 @@ How it works: expand the shorthand, strict-parse with pydantic (structural
 problems become issues with their JSON path), then walk the parsed tree once,
 collecting invariant violations and, for every expression, the problems of
 its site (syntax, lake scans where not allowed, unbound variables, static
-``$fields`` reads outside the site's window).
+``$fields`` reads outside the site's window). When the shape is wrong, the
+walk runs on a leniently patched copy (``lenient``), so structural and
+semantic problems are reported together. Stage lookups go through a name
+index: validation is linear in the definition's size.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kinflow.define import expressions, sites
+from kinflow.define import expressions, lenient, sites
 from kinflow.define.expand import expand_definition
 from kinflow.define.models import (
     Action,
@@ -75,6 +78,7 @@ class Checked:
     stored: dict[str, Any] | None
     model: WorkflowDefinition | None
     issues: list[Issue] = field(default_factory=list)
+    digest: str | None = None  # content hash of ``stored``, once the batch is valid
 
 
 def check_definition(authored: Any, index: int = 0) -> Checked:
@@ -88,10 +92,25 @@ def check_definition(authored: Any, index: int = 0) -> Checked:
         model = WorkflowDefinition.model_validate(stored)
     except ValidationError as exc:
         issues = [Issue(name, format_loc(err["loc"]), _message(err)) for err in exc.errors()]
-        return Checked(name, stored, None, issues)
+        return Checked(name, stored, None, issues + _semantic_issues_despite(stored, exc, name))
     checker = _Checker(model)
     checker.run()
     return Checked(name, model.to_json(), model, checker.issues)
+
+
+def _semantic_issues_despite(stored: Any, error: ValidationError, name: str) -> list[Issue]:
+    """The semantic issues of a definition whose shape is wrong, so none waits a round.
+
+    Checked on a patched copy (``kinflow.define.lenient``); issues touching a
+    patched path are left out, as the placeholders may have caused them.
+    """
+    model, patched = lenient.parse_leniently(stored, error)
+    if model is None:
+        return []
+    checker = _Checker(model, label=name)
+    checker.run()
+    paths = {lenient.format_path(p) for p in patched}
+    return [i for i in checker.issues if not lenient.touches(i.path, paths)]
 
 
 def format_loc(loc: Iterable[Any]) -> str:
@@ -115,14 +134,23 @@ def _message(error: Any) -> str:
 class _Checker:
     """Walks one parsed definition and collects its issues."""
 
-    def __init__(self, model: WorkflowDefinition) -> None:
+    def __init__(self, model: WorkflowDefinition, label: str | None = None) -> None:
         self.model = model
+        self.label = model.name if label is None else label
         self.issues: list[Issue] = []
         self.workflow_fields = {f.name: f for f in model.fields or []}
         self.predicates = set((model.predicates or {}).keys())
+        # by name, first one wins (as WorkflowDefinition.stage): lookups stay O(1), so a
+        # definition with thousands of stages validates in linear time
+        self.stages: dict[str, Stage] = {}
+        for stage in model.stages:
+            self.stages.setdefault(stage.name, stage)
+
+    def _stage(self, name: str) -> Stage | None:
+        return self.stages.get(name)
 
     def add(self, path: str, message: str) -> None:
-        self.issues.append(Issue(self.model.name, path, message))
+        self.issues.append(Issue(self.label, path, message))
 
     def run(self) -> None:
         m = self.model
@@ -130,7 +158,7 @@ class _Checker:
             self.add("name", f"name {m.name!r} must match {NAME.pattern}")
         stage_names = [s.name for s in m.stages]
         self._unique(stage_names, "stages", "stage")
-        if m.stage(m.initialStage) is None:
+        if self._stage(m.initialStage) is None:
             self.add("initialStage", f"initialStage {m.initialStage!r} names no declared stage")
         if not m.stages:
             self.add("stages", "a workflow needs at least one stage")
@@ -157,14 +185,14 @@ class _Checker:
 
     def _check_reachability(self) -> None:
         m = self.model
-        if m.stage(m.initialStage) is None:
+        if self._stage(m.initialStage) is None:
             return
         reached = {m.initialStage}
         frontier = [m.initialStage]
         while frontier:
-            stage = m.stage(frontier.pop())
+            stage = self._stage(frontier.pop())
             for t in (stage.transitions or []) if stage else []:
-                if t.to not in reached and m.stage(t.to) is not None:
+                if t.to not in reached and self._stage(t.to) is not None:
                     reached.add(t.to)
                     frontier.append(t.to)
         for si, stage in enumerate(m.stages):
@@ -184,7 +212,7 @@ class _Checker:
         self._check_fields(stage.fields or [], f"{path}.fields", "stage", self.workflow_fields)
         for ti, t in enumerate(transitions):
             tpath = f"{path}.transitions[{ti}]"
-            if self.model.stage(t.to) is None:
+            if self._stage(t.to) is None:
                 self.add(f"{tpath}.to", f"transition target {t.to!r} names no declared stage")
             self._expression(t.when, f"{tpath}.when", sites.TRANSITION_WHEN, stage)
         for name, value in (stage.editable or {}).items():

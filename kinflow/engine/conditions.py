@@ -35,6 +35,10 @@ from kinflow.engine.context import Actor, PlanContext, iso
 from kinflow.engine.state import Instance, ResolvedField, StageEntry
 
 REFERENCE_KINDS = frozenset({"doc.ref", "subject"})
+#: Elements one condition may visit (nested loops counted). Conditions run on the event
+#: loop over the instance's own variables: this bounds a quadratic condition over large
+#: arrays without a clock, so the verdict stays deterministic (over it: unevaluable).
+SNAPSHOT_MAX_SCANNED = 1_000_000
 _MAX_HORIZON = timedelta(days=800)
 
 
@@ -68,7 +72,8 @@ def evaluate_expression(text: str, variables: dict[str, Any], now: datetime) -> 
     trivial = _trivial(text, variables)
     if trivial is not _NOT_TRIVIAL:
         return trivial
-    return groq.evaluate(text, params=variables, now=now)
+    return groq.evaluate(text, params=variables, now=now,
+                         budget=groq.Budget(max_scanned=SNAPSHOT_MAX_SCANNED))
 
 
 _NOT_TRIVIAL = object()

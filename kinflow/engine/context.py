@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from kinflow.engine.state import ActorModel
+from kinflow.groq.budget import Budget
 
 ActorKind = Literal["person", "agent", "system"]
 
@@ -62,6 +64,10 @@ class Limits:
     reason_bytes: int = 4096
     value_bytes: int = 256 * 1024
     instance_bytes: int = 12 * 1024 * 1024
+    # GROQ over the lake (API and engine alike) and deploys (docs/security.md)
+    groq_timeout: float | None = 10.0
+    groq_max_scanned: int | None = 5_000_000
+    definition_bytes: int = 1024 * 1024
 
     @classmethod
     def from_settings(cls, settings: Any) -> Limits:
@@ -70,7 +76,15 @@ class Limits:
                    spawn_txn=settings.spawn_txn_limit,
                    key_bytes=settings.max_idempotency_key_bytes,
                    reason_bytes=settings.max_reason_bytes, value_bytes=settings.max_value_bytes,
-                   instance_bytes=settings.max_instance_bytes)
+                   instance_bytes=settings.max_instance_bytes,
+                   groq_timeout=settings.groq_timeout or None,
+                   groq_max_scanned=settings.groq_max_scanned or None,
+                   definition_bytes=settings.max_definition_bytes)
+
+    def groq_budget(self) -> Budget:
+        """A fresh budget for one lake query (the clock is the monotonic one)."""
+        return Budget(max_scanned=self.groq_max_scanned, timeout=self.groq_timeout,
+                      clock=time.monotonic)
 
 
 class NeedsIO(Exception):

@@ -12,6 +12,8 @@ in one transaction. A refused batch produces no plan, so nothing is written.
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +21,7 @@ from typing import Any
 from kinflow.define.hashing import content_hash
 from kinflow.define.models import SpawnBlock, WorkflowDefinition
 from kinflow.define.validate import Checked, Issue, check_definition
-from kinflow.engine.errors import DefinitionInvalid, SpawnContractsInvalid
+from kinflow.engine.errors import DefinitionInvalid, DefinitionTooLarge, SpawnContractsInvalid
 
 DEFINITION_TYPE = "kinflow.definition"
 MODEL_VERSION = 1
@@ -47,13 +49,21 @@ class DeployPlan:
     warnings: list[str] = field(default_factory=list)
 
 
-def validate_batch(batch: list[Any]) -> list[Checked]:
-    """Validate every definition; raise one ``definition-invalid`` listing every issue."""
+def validate_batch(batch: list[Any], *, max_bytes: int | None = None) -> list[Checked]:
+    """Validate every definition; raise one ``definition-invalid`` listing every issue.
+
+    With ``max_bytes``, a definition whose JSON is larger is refused first
+    (``definition-too-large``, every oversized one listed) without being validated:
+    validation time grows with size, and an instance pins its whole definition.
+    CPU-bound for large batches: the runner calls this in a worker thread.
+    """
     if not isinstance(batch, list):
         raise DefinitionInvalid(
             "deploy takes a list of definitions",
             issues=[{"definition": "", "path": "", "message": "expected a list"}],
         )
+    if max_bytes is not None:
+        _check_sizes(batch, max_bytes)
     checked = [check_definition(item, i) for i, item in enumerate(batch)]
     issues = [issue for c in checked for issue in c.issues]
     seen: set[str] = set()
@@ -68,7 +78,34 @@ def validate_batch(batch: list[Any]) -> list[Checked]:
             f"{len(issues)} problem(s) in the submitted definitions",
             issues=[i.to_dict() for i in issues],
         )
+    for c in checked:  # hashing a large definition takes a while: here, not at plan time
+        if c.stored is not None:
+            c.digest = content_hash(c.stored)
     return checked
+
+
+def json_size(value: Any) -> int:
+    """Bytes of ``value`` as compact UTF-8 JSON (what a client sends, give or take)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    except (ValueError, RecursionError):  # circular or absurdly deep: too large to deploy
+        return sys.maxsize
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _check_sizes(batch: list[Any], max_bytes: int) -> None:
+    oversized = []
+    for i, item in enumerate(batch):
+        size = json_size(item)
+        if size > max_bytes:
+            label = item.get("name") if isinstance(item, dict) else None
+            oversized.append({"definition": label if isinstance(label, str) else f"#{i}",
+                              "index": i, "bytes": size})
+    if oversized:
+        raise DefinitionTooLarge(
+            f"{len(oversized)} definition(s) larger than {max_bytes} bytes",
+            limit=max_bytes, definitions=oversized,
+        )
 
 
 def spawn_refs(model: WorkflowDefinition) -> list[tuple[str, SpawnBlock]]:
@@ -103,12 +140,15 @@ def pinned_refs(batch: list[Checked]) -> set[tuple[str, int]]:
 def plan_deploy(batch: list[Checked], deployed: Deployed, now_iso: str) -> DeployPlan:
     """Order, contract-check and version a validated batch."""
     models = {c.name: c.model for c in batch if c.model is not None}
+    # validation already dumped each model: reuse that rather than dump again
+    stored_forms = {c.name: c.stored if c.stored is not None else c.model.to_json()
+                    for c in batch if c.model is not None}
+    digests = {c.name: c.digest for c in batch if c.digest is not None}
     _check_contracts(models, deployed)
     plan = DeployPlan()
     for name in _children_first(models):
-        model = models[name]
-        stored = model.to_json()
-        digest = content_hash(stored)
+        stored = stored_forms[name]
+        digest = digests.get(name) or content_hash(stored)
         latest = deployed.get((name, None))
         if latest is not None and latest.get("contentHash") == digest:
             plan.results.append(DeployResult(name, int(latest["version"]), "unchanged", digest))

@@ -18,6 +18,7 @@ __all__ = [
     "ContractViolation",
     "DefinitionInvalid",
     "DefinitionNotFound",
+    "DefinitionTooLarge",
     "EditFieldDenied",
     "EffectNotFound",
     "EffectOutputsInvalid",
@@ -53,6 +54,12 @@ class DefinitionInvalid(KinflowError):
     """Deploy found problems; ``details.issues`` lists every one."""
 
     code = "definition-invalid"
+
+
+class DefinitionTooLarge(KinflowError):
+    """A definition's JSON is over ``KINFLOW_MAX_DEFINITION_BYTES``; refused unvalidated."""
+
+    code = "definition-too-large"
 
 
 class SpawnContractsInvalid(KinflowError):

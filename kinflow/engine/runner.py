@@ -30,6 +30,7 @@ Fault points (``faults.Faults``) sit at each step of the crash windows.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -210,7 +211,9 @@ class Engine:
                      ) -> DeployOutcome:
         """Validate and store a batch; all or nothing."""
         await self.ensure_ready()
-        checked = deploying.validate_batch(definitions)
+        # validation is CPU-bound (a large definition takes seconds): off the event loop
+        checked = await asyncio.to_thread(deploying.validate_batch, definitions,
+                                          max_bytes=self.limits.definition_bytes)
 
         async def callback(session: AsyncClientSession) -> deploying.DeployPlan:
             deployed = await self._deployed_heads(checked, session)
@@ -929,8 +932,10 @@ class Engine:
         # push-down: a MongoDB prefilter, re-checked in memory. Outside the
         # commit's session on purpose: such reads are seeds (spawn rows,
         # query-sourced fields), not fenced state
+        # bounded and off the event loop, like the API's groq field (docs/security.md)
         return await query_collection(self.lake.collection(self.dataset), query,
-                                      params=params, now=self.clock())
+                                      params=params, now=self.clock(),
+                                      budget=self.limits.groq_budget())
 
     async def _write(self, mutation: Mutation, expected_rev: str | None,
                      session: AsyncClientSession) -> None:

@@ -37,7 +37,7 @@ from typing import Any
 from kinflow import groq
 from kinflow.define import sites
 from kinflow.define.models import Action, SpawnBlock, WorkflowDefinition
-from kinflow.engine.conditions import Renderer
+from kinflow.engine.conditions import SNAPSHOT_MAX_SCANNED, Renderer
 from kinflow.engine.context import PlanContext
 from kinflow.engine.errors import (
     FanOutLimit,
@@ -193,7 +193,8 @@ def discover(instance: Instance, renderer: Renderer, block: SpawnBlock,
         value = ctx.lake_query(text, params)
     else:
         try:
-            value = groq.evaluate(text, params=params, root=instance.to_json(), now=ctx.now)
+            value = groq.evaluate(text, params=params, root=instance.to_json(), now=ctx.now,
+                                  budget=groq.Budget(max_scanned=SNAPSHOT_MAX_SCANNED))
         except groq.GroqError:
             value = None
     if value is None:

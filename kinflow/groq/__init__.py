@@ -3,20 +3,32 @@
 Public API (other packages call exactly these)::
 
     tree = parse(query, params=None)
-    value = evaluate(query_or_tree, dataset=..., params=..., root=..., now=..., resolve=...)
+    value = evaluate(query_or_tree, dataset=..., params=..., root=..., now=..., resolve=...,
+                     budget=Budget(max_scanned=..., timeout=..., clock=...))
     names = free_parameters(tree)
 
 Module map: lexer -> parser (validation included) -> nodes; compiler (closures) with
 operators, functions, matching, values and scope; pushdown (Mongo prefilter, pure);
-store (async query over a pymongo collection).
+budget (bounds checked cooperatively); store (async query over a pymongo collection,
+evaluated in a worker thread).
 """
 
 from kinflow.groq.api import GroqInternalError, Tree, evaluate, free_parameters, parse
-from kinflow.groq.errors import GroqError, GroqSyntaxError, GroqTypeError
+from kinflow.groq.budget import Budget
+from kinflow.groq.errors import (
+    GroqCancelled,
+    GroqError,
+    GroqLimitExceeded,
+    GroqSyntaxError,
+    GroqTypeError,
+)
 
 __all__ = [
+    "Budget",
+    "GroqCancelled",
     "GroqError",
     "GroqInternalError",
+    "GroqLimitExceeded",
     "GroqSyntaxError",
     "GroqTypeError",
     "Tree",

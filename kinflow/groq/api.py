@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 from kinflow.groq import nodes as n
+from kinflow.groq.budget import Budget
 from kinflow.groq.compiler import compile_node
 from kinflow.groq.errors import GroqError, GroqSyntaxError
 from kinflow.groq.parser import parse_query
@@ -104,11 +105,13 @@ def evaluate(
     root: Any = None,
     now: datetime | None = None,
     resolve: Resolver | None = None,
+    budget: Budget | None = None,
 ) -> Any:
     """Evaluate a query and return plain Python values (datetimes as RFC 3339 text).
 
     ``dataset`` is what ``*`` yields, in the given order; ``root`` is ``@`` at the top
-    level; ``resolve`` fetches a document by id for ``->`` (default: scan ``dataset``).
+    level; ``resolve`` fetches a document by id for ``->`` (default: scan ``dataset``);
+    ``budget`` bounds the work (``groq-limit-exceeded``) and can cancel it.
     """
     tree = query_or_tree if isinstance(query_or_tree, Tree) else parse(query_or_tree)
     params = params if params is not None else {}
@@ -120,7 +123,9 @@ def evaluate(
         pos = tree.source.find("$" + name)
         raise GroqSyntaxError(f"undefined parameter ${name}", tree.source, max(pos, 0),
                               parameter=name)
-    ctx = Context(dataset, params, now, resolve)
+    ctx = Context(dataset, params, now, resolve, budget=budget)
+    if budget is not None:
+        budget.start()
     try:
         return to_plain(tree.fn(Scope(root, None, ctx)))
     except GroqError:

@@ -4,6 +4,8 @@ Owns evaluation semantics: traversals, three-valued logic, null propagation,
 ``order()`` and ``score()``. Compiling once and calling closures avoids a dispatch on
 node type per element, which is what makes conditions cheap in hot loops over
 thousands of rows. Operators and functions are looked up here, implemented elsewhere.
+Every pass over an array charges the context's budget (when there is one) with the
+array's length before it starts: one check per pass, not per element.
 """
 
 from __future__ import annotations
@@ -218,6 +220,8 @@ def _filter(node: n.Filter) -> Compiled:
             return v  # the spec returns a non-array base unchanged
         parent = s.parent if s.hidden else s
         ctx = s.ctx
+        if ctx.budget is not None:
+            ctx.budget.charge(len(items))
         return [item for item in items if cond(Scope(item, parent, ctx)) is True]
 
     return filter_
@@ -268,6 +272,8 @@ def _map(node: n.MapNode) -> Compiled:
             return None
         parent = s.parent if s.hidden else s
         ctx = s.ctx
+        if ctx.budget is not None:
+            ctx.budget.charge(len(items))
         return [expr(Scope(item, parent, ctx, True)) for item in items]
 
     return map_
@@ -284,6 +290,8 @@ def _flatmap(node: n.FlatMap) -> Compiled:
             return None
         parent = s.parent if s.hidden else s
         ctx = s.ctx
+        if ctx.budget is not None:
+            ctx.budget.charge(len(items))
         out: list[Any] = []
         for item in items:
             v = expr(Scope(item, parent, ctx, True))
@@ -462,6 +470,8 @@ def _order(base: Compiled, args: tuple[n.Node, ...]) -> Compiled:
             return None
         parent = s.parent if s.hidden else s
         ctx = s.ctx
+        if ctx.budget is not None:
+            ctx.budget.charge(len(items))
         keyed = []
         for item in items:
             sc = Scope(item, parent, ctx)
@@ -515,6 +525,8 @@ def _score(base: Compiled, args: tuple[n.Node, ...]) -> Compiled:
             return None
         parent = s.parent if s.hidden else s
         ctx = s.ctx
+        if ctx.budget is not None:
+            ctx.budget.charge(len(items))
         scored: list[tuple[float, Any]] = []
         for item in items:
             if type(item) is not dict and not isinstance(item, Mapping):

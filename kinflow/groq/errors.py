@@ -2,7 +2,8 @@
 
 Owns the caret rendering of syntax errors. Codes are a contract with API clients
 (``groq-syntax`` for anything found before evaluation starts, ``groq-error`` and
-``groq-type-error`` for evaluation time); messages are for humans.
+``groq-type-error`` for evaluation time, ``groq-limit-exceeded`` when a budget ran
+out); messages are for humans.
 """
 
 from __future__ import annotations
@@ -22,6 +23,18 @@ class GroqTypeError(GroqError):
     """An evaluation-time refusal caused by a value of the wrong type given by the caller."""
 
     code = "groq-type-error"
+
+
+class GroqLimitExceeded(GroqError):
+    """The query passed a bound: ``details.limit`` is ``time`` or ``documents-scanned``."""
+
+    code = "groq-limit-exceeded"
+
+
+class GroqCancelled(GroqError):
+    """Nobody awaits the result any more (the client went away); never shown to one."""
+
+    code = "groq-cancelled"
 
 
 class GroqSyntaxError(GroqError):

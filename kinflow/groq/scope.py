@@ -1,6 +1,7 @@
 """Evaluation context and scopes (groq.md §5.1, §8.1 point 4).
 
-Owns what one evaluation shares (dataset, parameters, clock, dereference lookup)
+Owns what one evaluation shares (dataset, parameters, clock, dereference lookup,
+budget)
 and the scope chain that ``@`` and ``^`` walk. Hidden scopes are the ones ``MapNode``
 and ``FlatMap`` open: a scope nested inside a hidden one attaches to its parent, so
 mapping never adds a ``^`` level.
@@ -12,14 +13,15 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from kinflow.groq.budget import Budget
 from kinflow.groq.values import DateTime
 
 
 class Context:
     """Everything one evaluation shares."""
 
-    __slots__ = ("_dataset", "_dataset_src", "_index", "_now", "_resolve", "identity", "memo",
-                 "params")
+    __slots__ = ("_dataset", "_dataset_src", "_index", "_now", "_resolve", "budget", "identity",
+                 "memo", "params")
 
     def __init__(
         self,
@@ -28,6 +30,7 @@ class Context:
         now: datetime | None,
         resolve: Callable[[str], Mapping[str, Any] | None] | None,
         identity: str | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self._dataset_src = dataset
         self._dataset: list[Any] | None = dataset if type(dataset) is list else None
@@ -36,6 +39,8 @@ class Context:
         self._resolve = resolve
         self._index: dict[str, Any] | None = None
         self.identity = identity
+        #: charged once per pass over an array; None evaluates unbounded
+        self.budget = budget
         #: results of scope-free sub-queries, computed once per evaluation
         self.memo: dict[object, Any] = {}
 

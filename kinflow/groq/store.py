@@ -5,19 +5,40 @@ the order ``*`` has), evaluate the query in memory over them, and serve ``->`` f
 the same collection. ``resolve`` must be synchronous, so dereferences are gathered
 in rounds: evaluate, fetch every id that was missing with one ``$in`` query, and
 evaluate again until nothing is missing.
+
+With a :class:`Budget`, each round is evaluated in a worker thread so the event
+loop keeps serving while a heavy query runs; the budget bounds the work, and
+when the awaiting task is cancelled (the client went away) the budget is
+cancelled too, so the thread stops at its next check instead of running on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from kinflow.groq.api import Tree, evaluate, parse
-from kinflow.groq.errors import GroqError
+from kinflow.groq.budget import Budget
+from kinflow.groq.errors import GroqError, GroqLimitExceeded
 from kinflow.groq.pushdown import plan_store_query
 
 MAX_DEREF_ROUNDS = 16
+T = TypeVar("T")
+
+
+async def off_loop(fn: Callable[[], T], budget: Budget) -> T:
+    """Run ``fn`` in a worker thread; cancelling the caller cancels ``budget``.
+
+    The thread cannot be interrupted, so cancellation is cooperative: ``fn``
+    must evaluate under ``budget``, which raises at its next check.
+    """
+    try:
+        return await asyncio.to_thread(fn)
+    except asyncio.CancelledError:
+        budget.cancel()
+        raise
 
 
 async def query_collection(
@@ -27,11 +48,14 @@ async def query_collection(
     params: Mapping[str, Any] | None = None,
     now: datetime | None = None,
     max_docs: int | None = None,
+    budget: Budget | None = None,
 ) -> Any:
     """Evaluate ``query`` over ``collection``; same result as evaluating in memory.
 
     ``max_docs`` bounds how many documents the prefilter may bring back; a query
     whose prefilter matches more raises :class:`GroqError` (``groq-too-broad``).
+    ``budget`` bounds the evaluation (its ``max_scanned`` also caps the fetch) and
+    moves it off the event loop.
     """
     params = dict(params or {})
     if now is None:
@@ -49,12 +73,19 @@ async def query_collection(
         if limit == 0:
             docs = []
         else:
-            cap = limit if limit is not None else (max_docs + 1 if max_docs is not None else 0)
+            fetch_cap = _fetch_cap(max_docs, budget)
+            cap = limit if limit is not None else (fetch_cap + 1 if fetch_cap is not None else 0)
             cursor = collection.find(plan.filter, sort=plan.sort, skip=plan.skip, limit=cap)
             docs = await cursor.to_list(None)
             if limit is None and max_docs is not None and len(docs) > max_docs:
                 raise GroqError(f"query matches more than {max_docs} documents",
                                 query=tree.source, reason="groq-too-broad")
+            if limit is None and budget is not None and budget.max_scanned is not None \
+                    and len(docs) > budget.max_scanned:
+                raise GroqLimitExceeded(
+                    f"the query reads more than {budget.max_scanned} documents",
+                    limit="documents-scanned", maxScanned=budget.max_scanned,
+                    scanned=len(docs))
         if plan.residual is not tree.root:
             residual = Tree(tree.source, plan.residual, tree.params_read, False, True)
 
@@ -70,9 +101,13 @@ async def query_collection(
         missing.add(ref)
         return None
 
+    def run() -> Any:
+        return evaluate(residual, dataset=docs, params=params, now=now, resolve=resolve,
+                        budget=budget)
+
     for _ in range(MAX_DEREF_ROUNDS):
         missing.clear()
-        result = evaluate(residual, dataset=docs, params=params, now=now, resolve=resolve)
+        result = run() if budget is None else await off_loop(run, budget)
         if not missing:
             return result
         wanted = sorted(missing)
@@ -82,3 +117,8 @@ async def query_collection(
         for d in fetched:
             cache[str(d.get("_id"))] = d
     raise GroqError("too many rounds of dereferences", query=tree.source)
+
+
+def _fetch_cap(max_docs: int | None, budget: Budget | None) -> int | None:
+    caps = [c for c in (max_docs, budget.max_scanned if budget else None) if c is not None]
+    return min(caps) if caps else None

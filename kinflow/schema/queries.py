@@ -12,6 +12,7 @@ from kinflow.engine.state import INSTANCE_TYPE
 from kinflow.errors import InvalidInput
 from kinflow.schema.cohorts import check_activity, cohort_rows
 from kinflow.schema.context import KInfo
+from kinflow.schema.disconnect import unless_disconnected
 from kinflow.schema.rows import registry_rows
 from kinflow.schema.scalars import JSON, jsonable
 from kinflow.schema.types import (
@@ -167,4 +168,6 @@ class Query:
         if params is not None and not isinstance(params, dict):
             raise InvalidInput("params must be an object of parameter -> value")
         engine = info.context.services.engine_for(dataset)
-        return jsonable(await engine.query(query, dict(params or {})))
+        # bounded, off the event loop, and cancelled if the client leaves (docs/security.md)
+        work = engine.query(query, dict(params or {}))
+        return jsonable(await unless_disconnected(info.context.request, work))

@@ -18,7 +18,7 @@ from kinflow.define import (
     expand_definition,
 )
 from kinflow.engine.deploy import plan_deploy, validate_batch
-from kinflow.engine.errors import DefinitionInvalid, SpawnContractsInvalid
+from kinflow.engine.errors import DefinitionInvalid, DefinitionTooLarge, SpawnContractsInvalid
 from tests.engine.definitions import ARTICLE_REVIEW, TRANSLATE_ARTICLE, simple
 
 
@@ -236,3 +236,69 @@ def test_dependency_cycle_is_refused() -> None:
     with pytest.raises(DefinitionInvalid) as refused:
         validate_batch([spawner("a-wf", "b-wf"), spawner("b-wf", "a-wf")])
     assert "dependency cycle" in refused.value.details["issues"][0]["message"]
+
+
+def test_a_missing_title_hides_no_other_problem() -> None:
+    """Issue 18 item 7: one definition-invalid lists structural and semantic problems."""
+    definition = simple("rounds", [
+        {"name": "a", "transitions": [{"name": "t", "to": "ghost"}]},
+        {"name": "b", "transitions": [{"name": "u", "to": "a", "when": "$fields.x =="}]},
+    ])
+    del definition["title"]
+    definition["initialStage"] = "nowhere"
+    with pytest.raises(DefinitionInvalid) as caught:
+        validate_batch([definition])
+    issues = {(i["path"], i["message"].splitlines()[0]) for i in caught.value.details["issues"]}
+    paths = {path for path, _ in issues}
+    assert ("title", "required key is missing") in issues
+    assert ("initialStage", "initialStage 'nowhere' names no declared stage") in issues
+    assert ("stages[0].transitions[0].to", "transition target 'ghost' names no declared stage"
+            ) in issues
+    assert "stages[1].transitions[0].when" in paths
+    assert any("GROQ syntax error" in message for _, message in issues)
+    assert {i["definition"] for i in caught.value.details["issues"]} == {"rounds"}
+
+
+def test_placeholders_for_a_broken_shape_raise_no_false_problems() -> None:
+    definition = copy.deepcopy(TRANSLATE_ARTICLE)
+    del definition["name"]  # a placeholder name must not be reported as a bad name
+    definition["stages"][0]["activities"][0]["actions"][0]["status"] = "finished"
+    definition["stages"][0]["activities"][0]["actions"][1]["ops"] = [{"type": "field.sett"}]
+    definition["stages"][1]["colour"] = "red"
+    definition["stages"][2] = 5
+    found = messages(definition)
+    assert found == [
+        "name: required key is missing",
+        "stages[0].activities[0].actions[0].ops[0].status.set.status: Input should be "
+        "'active', 'done', 'skipped' or 'failed'",
+        "stages[0].activities[0].actions[1].ops[0]: Input tag 'field.sett' found using "
+        "'type' does not match any of the expected tags: 'field.set', 'field.setIfMissing', "
+        "'field.unset', 'field.append', 'field.inc', 'field.dec', 'field.updateWhere', "
+        "'field.removeWhere', 'status.set'",
+        "stages[1].colour: unknown key",
+        "stages[2]: Input should be a valid dictionary or instance of Stage",
+        # true: no stage is named 'abandoned' any more (stages[2] is not a stage)
+        "stages[0].transitions[1].to: transition target 'abandoned' names no declared stage",
+    ]
+
+
+def test_an_oversized_definition_is_refused_before_validation() -> None:
+    big = simple("big", [{"name": f"s{i}", "transitions": [{"name": "t", "to": f"s{i + 1}"}]}
+                         for i in range(600)] + [{"name": "s600"}])
+    broken = {"name": "also-big", "stages": "x" * 50_000}
+    with pytest.raises(DefinitionTooLarge) as caught:
+        validate_batch([TRANSLATE_ARTICLE, big, broken], max_bytes=20_000)
+    details = caught.value.details
+    assert caught.value.code == "definition-too-large" and details["limit"] == 20_000
+    assert [(d["definition"], d["index"]) for d in details["definitions"]] == [
+        ("big", 1), ("also-big", 2)]
+    assert all(d["bytes"] > 20_000 for d in details["definitions"])
+    assert validate_batch([big], max_bytes=200_000)[0].model is not None
+
+
+def test_validation_is_linear_in_the_number_of_stages() -> None:
+    """12,000 chained stages: stage lookups by name, not by scanning the list per transition."""
+    stages = [{"name": f"s{i}", "transitions": [{"name": "t", "to": f"s{i + 1}"}]}
+              for i in range(12_000)] + [{"name": "s12000"}]
+    checked = validate_batch([simple("long", stages)])
+    assert checked[0].model is not None and len(checked[0].model.stages) == 12_001

@@ -1,0 +1,246 @@
+"""Security, GROQ and deploys (issue 12 findings 3 and 9): one viewer query or one large
+deploy must not freeze the process, and a query nobody waits for must stop.
+
+A real uvicorn server on 127.0.0.1 in this test's event loop: ``/healthz`` is polled
+over real sockets while the attack runs, and a raw socket hangs up mid-query.
+Bounds on time are generous (answers within 5 s); measured figures are printed and
+kept under ``test-artifacts/reliability/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from pymongo import MongoClient
+
+from kinflow.app import create_app
+from kinflow.engine.context import Limits
+from kinflow.groq import Budget
+from kinflow.settings import Settings
+from tests.reliability.figures import record
+from tests.support import free_port
+
+pytestmark = pytest.mark.lake
+VIEWER = "viewer-token-groq-lane"
+ADMIN = "admin-token-groq-lane"
+TOKENS = f"{VIEWER}=vera:viewer,{ADMIN}=ada:admin"
+NESTED = 'count(*[_type=="atkrow" && n < 4 && count(*[count(*[n == ^.n]) > 0]) > 0])'
+GROQ = "query($q: String!) { groq(query: $q) }"
+DEPLOY = ("mutation($d: [JSON!]!) { deployDefinitions(definitions: $d) "
+          "{ definitions { name version status } } }")
+HEALTHZ_BOUND = 5.0  # seconds: generous; before the fix /healthz waited for the whole attack
+
+
+@pytest.fixture
+def database(lake_uri: str) -> Iterator[str]:
+    name = f"groq_{uuid.uuid4().hex[:12]}"
+    yield name
+    client: MongoClient[dict[str, Any]] = MongoClient(lake_uri)
+    client.drop_database(name)
+    client.close()
+
+
+@contextlib.asynccontextmanager
+async def listening(lake_uri: str, database: str, **overrides: Any) -> AsyncIterator[str]:
+    """The app behind a real uvicorn server on 127.0.0.1; stopped on exit."""
+    settings = Settings(mongodb_uri=lake_uri, database=database, operation_timeout=20.0,
+                        worker=False, api_tokens=TOKENS, **overrides)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
+                                          log_level="warning", timeout_graceful_shutdown=10))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+            raise RuntimeError("the server did not start")
+        await asyncio.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 60)
+
+
+def seed_rows(lake_uri: str, database: str, count: int = 2030) -> None:
+    client: MongoClient[dict[str, Any]] = MongoClient(lake_uri)
+    client[database]["production"].insert_many(
+        [{"_id": f"atk-{i:05d}", "_type": "atkrow", "n": i % 7} for i in range(count)])
+    client.close()
+
+
+class HealthProbe:
+    """Polls /healthz every 50 ms until stopped; keeps each answer's latency."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.latencies: list[float] = []
+        self.statuses: list[int] = []
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> HealthProbe:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._stop.set()
+        assert self._task is not None
+        await self._task
+
+    async def _run(self) -> None:
+        async with httpx.AsyncClient(timeout=60.0) as http:
+            while not self._stop.is_set():
+                started = time.perf_counter()
+                response = await http.get(f"{self.base}/healthz")
+                self.latencies.append(time.perf_counter() - started)
+                self.statuses.append(response.status_code)
+                await asyncio.sleep(0.05)
+
+    @property
+    def worst(self) -> float:
+        return max(self.latencies)
+
+
+async def post(base: str, token: str, query: str, variables: dict[str, Any]
+               ) -> tuple[dict[str, Any], float]:
+    started = time.perf_counter()
+    async with httpx.AsyncClient(timeout=120.0) as http:
+        response = await http.post(f"{base}/graphql", json={"query": query,
+                                                            "variables": variables},
+                                   headers={"Authorization": f"Bearer {token}"})
+    body: dict[str, Any] = response.json()
+    return body, time.perf_counter() - started
+
+
+def error(body: dict[str, Any]) -> dict[str, Any]:
+    assert body.get("errors"), body
+    extensions: dict[str, Any] = body["errors"][0]["extensions"]
+    return extensions
+
+
+def chain(name: str, stages: int) -> dict[str, Any]:
+    """A definition of ``stages`` stages in a row, ~130 bytes of JSON each."""
+    out = []
+    for i in range(stages):
+        stage: dict[str, Any] = {"name": f"stage-{i:05d}", "title": f"Stage number {i}"}
+        if i < stages - 1:
+            stage["transitions"] = [{"name": "next", "to": f"stage-{i + 1:05d}",
+                                     "when": "$fields.go == true"}]
+        out.append(stage)
+    return {"name": name, "title": name.title(), "initialStage": "stage-00000",
+            "fields": [{"name": "go", "type": "boolean"}], "stages": out}
+
+
+async def test_a_viewers_nested_query_is_refused_and_healthz_answers_meanwhile(
+    lake_uri: str, database: str
+) -> None:
+    seed_rows(lake_uri, database)
+    async with listening(lake_uri, database, groq_max_scanned=2_000_000,
+                         groq_timeout=120) as base:
+        async with HealthProbe(base) as probe:
+            body, took = await post(base, VIEWER, GROQ, {"q": NESTED})
+        extensions = error(body)
+        assert extensions["code"] == "groq-limit-exceeded"
+        assert extensions["details"]["limit"] == "documents-scanned"
+        assert extensions["details"]["maxScanned"] == 2_000_000
+        assert set(probe.statuses) == {200} and len(probe.latencies) >= 3
+        assert probe.worst < HEALTHZ_BOUND
+        record("security-groq-nested", f"nested GROQ over 2,030 documents refused after "
+               f"{took:.2f} s ({extensions['details']['scanned']} elements visited); /healthz "
+               f"worst {probe.worst:.3f} s over {len(probe.latencies)} polls meanwhile")
+
+
+async def test_the_time_bound_refuses_a_query_with_its_figures(
+    lake_uri: str, database: str
+) -> None:
+    seed_rows(lake_uri, database)
+    async with listening(lake_uri, database, groq_max_scanned=0, groq_timeout=1) as base:
+        body, took = await post(base, VIEWER, GROQ, {"q": NESTED})
+        extensions = error(body)
+        assert extensions["code"] == "groq-limit-exceeded"
+        details = extensions["details"]
+        assert details["limit"] == "time" and details["timeoutSeconds"] == 1.0
+        assert details["elapsedSeconds"] >= 1.0 and details["scanned"] > 0
+        ordinary, _ = await post(base, VIEWER, GROQ, {"q": 'count(*[_type == "atkrow"])'})
+        assert ordinary == {"data": {"groq": 2030}}
+        print(f"time bound: refused after {took:.2f} s")
+
+
+async def test_a_client_that_hangs_up_stops_the_query(
+    lake_uri: str, database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    budgets: list[Budget] = []
+    original = Limits.groq_budget
+
+    def recording(self: Limits) -> Budget:
+        budget = original(self)
+        budgets.append(budget)
+        return budget
+
+    monkeypatch.setattr(Limits, "groq_budget", recording)
+    seed_rows(lake_uri, database)
+    # no documents-scanned bound, a far deadline: only the hang-up can stop this early
+    async with listening(lake_uri, database, groq_max_scanned=0, groq_timeout=300) as base:
+        port = int(base.rsplit(":", 1)[1])
+        payload = json.dumps({"query": GROQ, "variables": {"q": NESTED}}).encode()
+        _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     b"Content-Type: application/json\r\n"
+                     b"Authorization: Bearer " + VIEWER.encode() + b"\r\n"
+                     b"Content-Length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+        await writer.drain()
+        for _ in range(1200):  # until the evaluation is under way
+            if budgets and budgets[0].scanned > 20_000:
+                break
+            await asyncio.sleep(0.05)
+        assert budgets and budgets[0].scanned > 20_000, "the query never started"
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+        budget = budgets[0]
+        for _ in range(600):
+            if budget.stopped is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert budget.cancelled
+        assert budget.stopped == "cancelled"  # not the deadline, not a scan limit
+        assert budget.scanned < 2030 ** 3 // 10
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            assert (await http.get(f"{base}/healthz")).status_code == 200
+        record("security-groq-hangup", f"hang-up: the query stopped after {budget.scanned} "
+               "elements visited (cancelled)")
+
+
+async def test_a_large_deploy_leaves_healthz_answering_and_oversized_ones_are_refused(
+    lake_uri: str, database: str
+) -> None:
+    large = chain("large", 6_000)  # ~0.8 MB: under the limit below
+    huge = chain("huge", 12_000)  # ~1.6 MB: the finding's size, over it
+    async with listening(lake_uri, database, max_definition_bytes=1_200_000) as base:
+        body, refused_in = await post(base, ADMIN, DEPLOY, {"d": [huge]})
+        extensions = error(body)
+        assert extensions["code"] == "definition-too-large"
+        assert extensions["details"]["limit"] == 1_200_000
+        [entry] = extensions["details"]["definitions"]
+        assert entry["definition"] == "huge" and entry["bytes"] > 1_200_000
+        async with HealthProbe(base) as probe:
+            body, took = await post(base, ADMIN, DEPLOY, {"d": [large]})
+        assert body == {"data": {"deployDefinitions": {"definitions": [
+            {"name": "large", "version": 1, "status": "created"}]}}}, body
+        assert set(probe.statuses) == {200} and probe.worst < HEALTHZ_BOUND
+    client: MongoClient[dict[str, Any]] = MongoClient(lake_uri)
+    names = client[database]["production"].distinct("name", {"_type": "kinflow.definition"})
+    client.close()
+    assert names == ["large"]  # the refused one wrote nothing
+    record("security-groq-deploy", f"6,000-stage deploy {took:.2f} s, /healthz worst "
+           f"{probe.worst:.3f} s over {len(probe.latencies)} polls; 12,000-stage definition "
+           f"refused in {refused_in:.2f} s")
