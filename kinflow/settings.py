@@ -91,6 +91,25 @@ class Settings(BaseSettings):
             "under MongoDB's 16 MB so aborts and engine bookkeeping always fit."
         ),
     )
+    groq_timeout: float = Field(
+        default=10.0, ge=0,
+        description=(
+            "Seconds one GROQ query over the lake may evaluate (the groq field and the engine's "
+            "forEach/initialValue queries) before groq-limit-exceeded; 0 turns this off."
+        ),
+    )
+    groq_max_scanned: int = Field(
+        default=5_000_000, ge=0,
+        description=(
+            "Documents and array elements one GROQ query may visit, nested loops counted "
+            "(groq-limit-exceeded); 0 turns this off."
+        ),
+    )
+    max_definition_bytes: int = Field(
+        default=1024 * 1024, ge=1024,
+        description="Largest workflow definition deploy accepts, as JSON bytes "
+        "(definition-too-large).",
+    )
 
     # -- the GraphQL API ---------------------------------------------------
     api_tokens: str | None = Field(
