@@ -19,21 +19,23 @@ const DETAIL = `${INSTANCE} startedAt completedAt abortedAt fields
   activities { name status firedActions }
   availableActions { activity action enabled reason params }
   pendingEffects { key name claimed queuedAt }
-  history(last: 10) { type at }`;
+  history(last: 10) { type at data }`;
 
 const Q = {
   definitions: `query { definitions { name title version lifecycle document } }`,
   search: `query Search($where: InstanceFilter, $after: String) {
-    instances(where: $where, first: 50, after: $after) {
+    instances(where: $where, first: 50, after: $after, newestFirst: true) {
       nodes { ${INSTANCE} }
       pageInfo { hasNextPage endCursor }
       totalCount
     } }`,
   focus: `query Focus($id: ID!) { instance(id: $id) {
     ${INSTANCE}
-    ancestors { ${INSTANCE} }
-    subworkflows(currentOnly: true) { ${ROW} } } }`,
-  rows: `query Rows($id: ID!) { instance(id: $id) { id subworkflows(currentOnly: true) { ${ROW} } } }`,
+    ancestors { ${INSTANCE} } } }`,
+  // The activity's cohort of the current visit, else of the last visit that spawned
+  // (so a finished or aborted family is shown whole).
+  cohort: `query Cohort($id: ID!, $activity: String!) {
+    cohort(parentId: $id, activity: $activity) { activity total rows { ${ROW} } } }`,
   detail: `query Detail($id: ID!) { instance(id: $id) { ${DETAIL} } }`,
   fire: `mutation Fire($id: ID!, $activity: String!, $action: String!, $params: JSON, $key: String) {
     fireAction(instanceId: $id, activity: $activity, action: $action, params: $params, idempotencyKey: $key) {
@@ -78,9 +80,11 @@ const client = clientFor(window.location, {
 
 function showError(error, context) {
   const code = error instanceof GraphQLError ? error.code : "error";
+  const key = `${code}|${error.message}`;
+  for (const shown of el.errors.children) if (shown.dataset.key === key) return; // one banner each
   const item = h(
     "li.error",
-    { dataset: { code } },
+    { dataset: { code, key } },
     h("span.code", code),
     h("span.message", context ? `${context}: ${error.message}` : error.message),
     h("button.dismiss", { type: "button", title: "dismiss", onclick: () => item.remove() }, "×"),
@@ -95,6 +99,31 @@ function clearErrors() {
 }
 
 // ---- definitions --------------------------------------------------------
+
+/**
+ * Terminal stages that mean the child failed: marked `outcome: "failed"`, or reached
+ * only by transitions whose condition is about a failure (`$anyActivityFailed`).
+ * Until rows carry an outcome, this is how a failed child is told from a succeeded one.
+ */
+function failureStagesOf(document) {
+  const stages = document.stages || [];
+  const incoming = new Map();
+  for (const stage of stages) {
+    for (const t of stage.transitions || []) {
+      if (!incoming.has(t.to)) incoming.set(t.to, []);
+      incoming.get(t.to).push(String(t.when || ""));
+    }
+  }
+  const failed = new Set();
+  for (const stage of stages) {
+    if ((stage.transitions || []).length) continue;
+    const into = incoming.get(stage.name) || [];
+    if (stage.outcome === "failed" || (into.length && into.every((when) => /fail/i.test(when)))) {
+      failed.add(stage.name);
+    }
+  }
+  return failed;
+}
 
 function spawnsOf(document) {
   const spawns = new Map();
@@ -112,7 +141,9 @@ async function loadDefinitions() {
   const data = await client.request(Q.definitions);
   state.defs.clear();
   for (const def of data.definitions) {
-    state.defs.set(def.name, { title: def.title, lifecycle: def.lifecycle, spawns: spawnsOf(def.document || {}) });
+    const doc = def.document || {};
+    state.defs.set(def.name, { title: def.title, lifecycle: def.lifecycle, spawns: spawnsOf(doc),
+      failureStages: failureStagesOf(doc) });
   }
   const current = el.defSelect.value;
   fill(
@@ -126,6 +157,38 @@ async function loadDefinitions() {
 function spawningActivities(instance) {
   const def = state.defs.get(instance.definition);
   return def ? def.spawns.get(instance.currentStage) || new Set() : new Set();
+}
+
+/** Every activity of any stage that spawns: a finished family's cohorts are among these. */
+function allSpawning(definition) {
+  const def = state.defs.get(definition);
+  const all = new Set();
+  if (def) for (const acts of def.spawns.values()) for (const a of acts) all.add(a);
+  return all;
+}
+
+/** "failed" for a DONE child that ended in a failure stage, "succeeded" for other DONE ones. */
+function outcomeOf(row) {
+  if (row.status !== "DONE") return row.status.toLowerCase();
+  const def = state.defs.get(row.definition);
+  return def && def.failureStages.has(row.stage) ? "failed" : "succeeded";
+}
+
+/** The cohorts of `id`'s spawning activities: Map(activity -> {total, rows}). */
+async function fetchCohorts(id, activities) {
+  const found = new Map();
+  const answers = await Promise.allSettled(
+    [...activities].map((activity) => client.request(Q.cohort, { id, activity })),
+  );
+  for (const answer of answers) {
+    if (answer.status === "fulfilled") {
+      const c = answer.value.cohort;
+      found.set(c.activity, c);
+    } else if (answer.reason.code !== "cohort-not-found") {
+      throw answer.reason; // (an activity of a newer version than the instance's is skipped)
+    }
+  }
+  return found;
 }
 
 function maySpawn(definition) {
@@ -163,6 +226,7 @@ async function runSearch(more = false) {
     s.where = {};
     if (el.defSelect.value) s.where.definition = el.defSelect.value;
     if (el.statusSelect.value) s.where.status = el.statusSelect.value;
+    if (el.rootsOnly.checked) s.where.rootsOnly = true;
     s.nodes = [];
     s.index = new Map();
     s.cursor = null;
@@ -267,7 +331,7 @@ async function openFocus(id) {
   const focus = state.focus;
   focus.loading = false;
   if (!data.instance) {
-    focus.error = new GraphQLError([{ message: `no instance ${id}`, extensions: { code: "instance-not-found" } }]);
+    focus.error = new GraphQLError([{ message: `no instance '${id}'`, extensions: { code: "instance-not-found" } }]);
     showError(focus.error, "open");
     renderTree();
     return;
@@ -275,13 +339,18 @@ async function openFocus(id) {
   focus.instance = data.instance;
   focus.ancestors = data.instance.ancestors;
   for (const activity of spawningActivities(focus.instance)) ensureCohort(activity);
-  for (const row of data.instance.subworkflows) applyRow(focus, row);
+  await loadCohorts(focus);
+  if (state.focus !== focus) return;
   state.subs.focus.push(
     client.subscribe(Q.watchFocus, { id }, {
       next: (d) => {
         if (state.focus !== focus) return;
+        const before = focus.instance;
         focus.instance = { ...focus.instance, ...d.instanceChanged.instance };
         for (const activity of spawningActivities(focus.instance)) ensureCohort(activity);
+        if (before.currentStage !== focus.instance.currentStage || before.status !== focus.instance.status) {
+          loadCohorts(focus).then(scheduleTree); // a new visit, or the family finished
+        }
         scheduleTree();
       },
       error: (error) => showError(error, "live instance"),
@@ -297,6 +366,34 @@ async function openFocus(id) {
   );
   renderTree();
   renderSearch();
+}
+
+/** (Re)load every cohort of the focus: the current visit's, else the last that spawned. */
+async function loadCohorts(focus) {
+  let found;
+  try {
+    found = await fetchCohorts(focus.id, allSpawning(focus.instance.definition));
+  } catch (error) {
+    showError(error, "cohorts");
+    return;
+  }
+  if (state.focus !== focus) return;
+  const here = spawningActivities(focus.instance);
+  for (const [activity, c] of found) {
+    if (!c.total && !here.has(activity)) continue;
+    const cohort = ensureCohort(activity);
+    cohort.rows = new Map();
+    cohort.order = [];
+    for (const row of c.rows) putRow(cohort, row);
+  }
+}
+
+function putRow(cohort, row) {
+  if (!cohort.rows.has(row.childId)) {
+    cohort.order.push(row.childId);
+    cohort.unsorted = true;
+  }
+  cohort.rows.set(row.childId, row);
 }
 
 function ensureCohort(activity) {
@@ -330,18 +427,11 @@ function ensureCohort(activity) {
   return cohort;
 }
 
-/** Insert or update one registry row of the focus (non-current rows leave the view). */
+/** Insert or update one registry row of the focus (an older visit's row never joins). */
 function applyRow(focus, row) {
   const cohort = ensureCohort(row.activity);
-  if (!row.current) {
-    if (cohort.rows.delete(row.childId)) cohort.order = cohort.order.filter((id) => id !== row.childId);
-    return;
-  }
-  if (!cohort.rows.has(row.childId)) {
-    cohort.order.push(row.childId);
-    cohort.unsorted = true;
-  }
-  cohort.rows.set(row.childId, row);
+  if (!row.current && !cohort.rows.has(row.childId)) return;
+  putRow(cohort, row);
 }
 
 function sortCohort(cohort) {
@@ -366,18 +456,14 @@ function toggleExpand(row) {
   state.expanded.set(row.childId, entry);
   scheduleTree();
   const apply = (r) => {
-    if (!r.current) {
-      if (entry.rows.delete(r.childId)) entry.order = entry.order.filter((id) => id !== r.childId);
-      return;
-    }
+    if (!r.current && !entry.rows.has(r.childId)) return; // an older visit's row
     if (!entry.rows.has(r.childId)) entry.order.push(r.childId);
     entry.rows.set(r.childId, r);
   };
-  client
-    .request(Q.rows, { id: row.childId })
-    .then((data) => {
+  fetchCohorts(row.childId, allSpawning(row.definition))
+    .then((found) => {
       if (state.expanded.get(row.childId) !== entry) return;
-      for (const r of (data.instance && data.instance.subworkflows) || []) apply(r);
+      for (const c of found.values()) for (const r of c.rows) apply(r);
       entry.status = "ready";
       entry.unsub = client.subscribe(Q.watchChildren, { id: row.childId }, {
         next: (d) => {
@@ -419,6 +505,7 @@ function renderTreeRow(item) {
   if (item.note) return h("div.tnode.depth-2.note", h("span.toggle"), h("span.dim", item.note));
   const row = item.row;
   const status = row.status.toLowerCase();
+  const outcome = outcomeOf(row);
   const expandable = maySpawn(row.definition);
   const open = state.expanded.has(row.childId);
   const sub = state.expanded.get(row.childId);
@@ -426,8 +513,8 @@ function renderTreeRow(item) {
   return h(
     `div.tnode.depth-${item.depth}`,
     {
-      class: `tnode depth-${item.depth}${selected ? " selected" : ""}${row.condemned ? " condemned" : ""}`,
-      dataset: { childId: row.childId, rowKey: row.rowKey, status },
+      class: `tnode depth-${item.depth} outcome-${outcome}${selected ? " selected" : ""}${row.condemned ? " condemned" : ""}`,
+      dataset: { childId: row.childId, rowKey: row.rowKey, status, outcome },
       title: row.childId,
       onclick: () => go(state.focus.id, row.childId),
       ondblclick: () => go(row.childId),
@@ -451,6 +538,7 @@ function renderTreeRow(item) {
     h("span.rowkey", row.rowKey),
     h("span.stage", row.stage || ""),
     row.condemned ? h("span.flag", "abort owed") : null,
+    outcome === "failed" ? h("span.flag.failed", { title: `ended in stage ${row.stage}` }, "failed") : null,
     sub && sub.status === "ready" ? h("span.mini", miniCounts(sub)) : null,
     h("span.defn.dim", row.definition),
   );
@@ -520,7 +608,9 @@ function renderCohort(cohort) {
     h("h3", "cohort ", h("span.mono", cohort.activity)),
     h("span.counts", chip("active", c.active), chip("done", c.done), chip("aborted", c.aborted)),
     h("span.total", h("span.n", String(c.total)), " total", c.settled ? " · settled" : ""),
+    finishedVisit(cohort) ? h("span.visit.dim", { title: "the parent has left the stage visit that spawned these" }, "finished visit") : null,
   );
+  cohort.section.dataset.visit = finishedVisit(cohort) ? "finished" : "current";
   fill(cohort.bar, progress(c));
   const items = treeItems(cohort);
   cohort.list.setItems(items);
@@ -530,6 +620,12 @@ function renderCohort(cohort) {
     fill(cohort.body, h("p.dim", cohort.filter ? `no ${cohort.filter} children` : "no children yet"));
   }
   return cohort.section;
+}
+
+function finishedVisit(cohort) {
+  if (!cohort.rows.size) return false;
+  for (const row of cohort.rows.values()) if (row.current) return false;
+  return true;
 }
 
 function treeLine(instance, depth, current) {
@@ -608,7 +704,7 @@ async function openSelected(id) {
     const data = await client.request(Q.detail, { id });
     if (state.selected !== selected) return;
     if (!data.instance) {
-      selected.error = new GraphQLError([{ message: `no instance ${id}`, extensions: { code: "instance-not-found" } }]);
+      selected.error = new GraphQLError([{ message: `no instance '${id}'`, extensions: { code: "instance-not-found" } }]);
     } else if (!selected.instance) {
       selected.instance = data.instance;
     }
@@ -837,9 +933,12 @@ function renderDetail() {
         ? [h("h3", "Pending effects"), h("ul", instance.pendingEffects.map((e) =>
             h("li", h("strong", e.name), ` ${e.key}`, e.claimed ? " (claimed)" : "")))]
         : null,
-      h("h3", "History"),
-      h("ol.history", (instance.history || []).slice().reverse().map((e) =>
-        h("li", h("span.mono", e.type), " ", h("span.dim", when(e.at))))),
+      h("h3", "History ", h("small.dim", "(the last 10, oldest first)")),
+      h("ul.history", (instance.history || []).map((e, i) =>
+        h("li", { dataset: { index: String(i), type: e.type, at: e.at } },
+          h("details",
+            h("summary", h("span.mono", e.type), " ", h("span.dim", when(e.at))),
+            h("pre.data", JSON.stringify(e.data, null, 2)))))),
       h("p.dim", `started ${when(instance.startedAt)} · changed ${when(instance.lastChangedAt)}`),
     ),
   );
@@ -909,7 +1008,7 @@ async function start() {
 
 function bind() {
   for (const id of ["conn", "connText", "errors", "tree", "detail", "results", "searchInfo", "more",
-    "defSelect", "statusSelect", "searchForm", "openForm", "openId", "tokenButton", "tokenDialog",
+    "defSelect", "statusSelect", "rootsOnly", "searchForm", "openForm", "openId", "tokenButton", "tokenDialog",
     "tokenForm", "tokenInput", "tokenReason", "tokenClear", "tokenCancel"]) {
     el[id] = document.getElementById(id);
   }
@@ -918,6 +1017,7 @@ function bind() {
     runSearch();
   });
   el.more.addEventListener("click", () => runSearch(true));
+  el.rootsOnly.addEventListener("change", () => runSearch());
   el.openForm.addEventListener("submit", (event) => {
     event.preventDefault();
     const id = el.openId.value.trim();

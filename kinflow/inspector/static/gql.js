@@ -100,9 +100,12 @@ export class Client {
 
   /**
    * Start a subscription. `sink.next(data)` gets each result's data,
-   * `sink.error(GraphQLError)` each error. The subscription resubscribes
-   * after a reconnect or a `subscription-lagged` end (every subscription
-   * starts with a snapshot, so nothing is lost). Returns a function that stops it.
+   * `sink.error(GraphQLError)` its error, `sink.complete()` its end. A
+   * refused subscription (an error) is over: it is never sent again. One that
+   * lagged (`subscription-lagged`) resubscribes once, and one the server ended
+   * normally (a finished instance, a shutdown) is sent again only after a
+   * reconnect; every subscription starts with a snapshot, so nothing is lost.
+   * Returns a function that stops it.
    */
   subscribe(query, variables, sink) {
     const id = String(nextId++);
@@ -166,7 +169,11 @@ export class Client {
         this.acked = true;
         this.retries = 0;
         this.onStatus("open");
-        for (const [id, sub] of this.subs) this._send({ id, type: "subscribe", payload: sub.payload });
+        for (const [id, sub] of this.subs) {
+          if (sub.retrying) continue; // its timer sends it
+          sub.ended = false;
+          this._send({ id, type: "subscribe", payload: sub.payload });
+        }
         break;
       case "ping":
         this._send({ type: "pong" });
@@ -183,8 +190,12 @@ export class Client {
         if (entry) this._failed(message.id, entry, new GraphQLError(message.payload));
         break;
       case "complete":
-        // The server ended it (e.g. it is shutting down): start over when the socket comes back.
-        if (entry && entry.active) this._resubscribeLater(message.id, entry);
+        // Ended by the server: a lagged one is already being resubscribed; any other
+        // stays ended until a reconnect (after a shutdown) subscribes it afresh.
+        if (entry && entry.active && !entry.retrying) {
+          entry.ended = true;
+          if (entry.sink.complete) entry.sink.complete();
+        }
         break;
       default:
         break;
@@ -196,12 +207,20 @@ export class Client {
       this._resubscribeLater(id, entry);
       return;
     }
+    // Refused (e.g. instance-not-found): report it once and forget it, so neither the
+    // `complete` that follows nor a reconnect sends it again.
+    this.subs.delete(id);
+    entry.active = false;
     if (entry.sink.error) entry.sink.error(error);
   }
 
   _resubscribeLater(id, entry) {
+    if (entry.retrying) return;
+    entry.retrying = true;
     setTimeout(() => {
+      entry.retrying = false;
       if (entry.active && this.subs.get(id) === entry && this.acked) {
+        entry.ended = false;
         this._send({ id, type: "subscribe", payload: entry.payload });
       }
     }, 250);
