@@ -286,11 +286,14 @@ class Subscription:
                 if not matches(doc) and not member:
                     continue
                 after = instance_status(doc)
-                kind = _kind(members.get(doc["_id"]), after)
+                before = members.get(doc["_id"])
+                kind = _kind(before, after)
                 if matches(doc):
                     members[doc["_id"]] = after
                 else:
                     members.pop(doc["_id"], None)
+                if before is after and after is not InstanceStatus.ACTIVE:
+                    continue  # bookkeeping after its terminal event: no `changed` after it
                 yield InstanceEvent(kind=kind, instance=WorkflowInstance(doc=doc), at=_at(doc))
 
     @strawberry.subscription

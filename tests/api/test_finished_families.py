@@ -131,9 +131,9 @@ ROOTS = """query($after: String) { instances(where: {rootsOnly: true}, first: 2,
 
 def test_roots_only_newest_first_pages_down(client: TestClient) -> None:
     first, _children = review_with_cohort(client)
-    later = [data(gql(client, """mutation { startInstance(definition: "article-review",
-        fields: {subject: "article-1"}) { instance { id } } }"""))["startInstance"]["instance"]["id"]
-        for _ in range(2)]  # fmt: skip
+    start = """mutation { startInstance(definition: "article-review",
+        fields: {subject: "article-1"}) { instance { id } } }"""
+    later = [data(gql(client, start))["startInstance"]["instance"]["id"] for _ in range(2)]
     page = data(gql(client, ROOTS))["instances"]
     assert page["totalCount"] == 3 and page["pageInfo"]["hasNextPage"]
     rest = data(gql(client, ROOTS, {"after": page["pageInfo"]["endCursor"]}))["instances"]
@@ -156,3 +156,18 @@ def test_roots_only_newest_first_pages_down(client: TestClient) -> None:
         data(gql(client, FIRE, {"i": later[0], "a": "write", "x": "submit"}))
         moved = ws.next()["data"]["instancesChanged"]["instance"]["id"]
         assert moved in ids  # the finished child was no event here; the next root's move was
+
+
+def test_instances_changed_sends_nothing_after_a_terminal_event(client: TestClient) -> None:
+    parent, children = review_with_cohort(client)
+    with socket(client) as ws:
+        ws.subscribe("""subscription($p: ID!) { instancesChanged(where: {parentId: $p})
+            { kind instance { id status } } }""", {"p": parent})  # fmt: skip
+        for _ in children:
+            assert ws.next()["data"]["instancesChanged"]["kind"] == "snapshot"
+        seen = []
+        for key in ("de", "fr"):  # each finish is followed by the parent's stamp on it
+            data(gql(client, FIRE, {"i": children[key], "a": "translate", "x": "submit"}))
+            event = ws.next()["data"]["instancesChanged"]
+            seen.append((event["kind"], event["instance"]["id"]))
+        assert seen == [("completed", children["de"]), ("completed", children["fr"])]
