@@ -40,3 +40,4 @@ class Mutation:
     before: dict[str, Any] | None = None  # the loaded document (for a targeted write)
     before_bytes: int | None = None  # its size, estimated from its JSON text
     size_limit: int | None = None  # the largest document this write may leave (sizes.py)
+    size_reserve: int = 0  # room to keep free below the engine's ceiling (sizes.py)

@@ -5,11 +5,15 @@ included, and a parent's cascade into it stops half-way. So each commit is
 checked before its write, inside its transaction (a refusal writes nothing):
 
 * a caller's verb (and its first hop) may not leave the document over
-  ``Limits.instance_bytes`` (``KINFLOW_MAX_INSTANCE_BYTES``, 12 MB by default);
+  ``Limits.instance_bytes`` (``KINFLOW_MAX_INSTANCE_BYTES``, 12 MB by default),
+  and must leave room below ``ENGINE_CEILING`` for what its live children
+  will still add (``RESOLUTION_BYTES`` per live row: the abort mark, the
+  resolved stamp and its history row, measured at about 470 bytes);
 * the engine's own later commits (cascade hops, stamps, claims) may go past
-  that, up to ``ENGINE_CEILING``, so a cascade a verb started still finishes;
-* an abort is never refused: it writes a few hundred bytes, and the guard
-  keeps every instance far enough below 16 MB for that to fit.
+  the caller's limit, up to ``ENGINE_CEILING``, so a cascade a verb started
+  (a cohort resolving, an abort draining) still finishes;
+* an abort is never refused: it writes a few hundred bytes plus its rows'
+  marks, which the reserve above has kept room for.
 
 The check is cheap in the common case: the loaded document's size is
 estimated from the JSON text the commit already made of it, plus the encoded
@@ -29,6 +33,7 @@ from kinflow.engine.mutation import Mutation
 
 MONGODB_LIMIT = 16 * 1024 * 1024
 ENGINE_CEILING = 15 * 1024 * 1024
+RESOLUTION_BYTES = 512
 
 
 def engine_limit(instance_bytes: int) -> int:
@@ -50,13 +55,19 @@ def check_write(mutation: Mutation, document: Mapping[str, Any],
     limit = mutation.size_limit
     if limit is None:
         return
+    reserve, ceiling = mutation.size_reserve, engine_limit(limit)
+
+    def fits(size: int) -> bool:
+        return size <= limit and size + reserve <= ceiling
+
     if update is not None and mutation.before_bytes is not None:
-        if mutation.before_bytes + encoded_size(update) <= limit:
+        if fits(mutation.before_bytes + encoded_size(update)):
             return
     size = encoded_size(document)
-    if size > limit:
+    if not fits(size):
         raise InstanceTooLarge(
-            f"instance {mutation.instance.id_!r} would be {size} bytes; the limit is {limit}",
-            instanceId=mutation.instance.id_, size=size, limit=limit,
+            f"instance {mutation.instance.id_!r} would be {size} bytes; the limit is {limit}"
+            + (f" (and {reserve} bytes kept free for its live children)" if reserve else ""),
+            instanceId=mutation.instance.id_, size=size, limit=limit, reserved=reserve,
             setting="KINFLOW_MAX_INSTANCE_BYTES",
         )

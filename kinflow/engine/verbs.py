@@ -59,7 +59,7 @@ from kinflow.engine.inputs import check_key, check_text, check_value, check_valu
 from kinflow.engine.ledger import is_replay, remember
 from kinflow.engine.mutation import Mutation
 from kinflow.engine.ops import OpSource, apply_op, set_activity_status
-from kinflow.engine.sizes import engine_limit
+from kinflow.engine.sizes import RESOLUTION_BYTES, engine_limit
 from kinflow.engine.stages import move, prime
 from kinflow.engine.state import INSTANCE_TYPE, TERMINAL_ACTIVITY, Instance
 from kinflow.errors import KinflowError
@@ -91,6 +91,7 @@ class _Commit:
         self.m = Instance.model_validate(json.loads(text))
         # a caller's verb stays under the instance limit; the engine's own commits
         # (hops, stamps, claims) may use the headroom above it (sizes.py)
+        self.engine = engine
         self.size_limit: int | None = (engine_limit(ctx.limits.instance_bytes) if engine
                                        else ctx.limits.instance_bytes)
         self.ctx = ctx
@@ -140,7 +141,14 @@ class _Commit:
             history=m.history[self.history_start:], replay=replay, result=result,
             clears=clears or [], before=None if insert else self.before,
             before_bytes=None if insert else self.before_bytes, size_limit=self.size_limit,
+            size_reserve=self._reserve(),
         )
+
+    def _reserve(self) -> int:
+        """Room a caller's verb must leave for the rows its live children will resolve."""
+        if self.engine or self.size_limit is None:
+            return 0
+        return RESOLUTION_BYTES * sum(1 for row in self.m.subworkflows if row.resolved is None)
 
 
 _DERIVED = ("lastChangedAt", "nextEvaluationAt", "watch", "_rev", "_createdAt", "_updatedAt",

@@ -9,7 +9,7 @@ from typing import Any
 import bson
 import pytest
 
-from kinflow.engine import Engine
+from kinflow.engine import Engine, sizes
 from kinflow.engine.context import Limits, iso
 from kinflow.engine.errors import (
     ContractViolation,
@@ -279,3 +279,32 @@ async def test_an_effect_handlers_oversized_result_fails_the_effect_instead_of_s
     assert "KINFLOW_MAX_VALUE_BYTES" in str(runs["big"].error)
     assert runs["loud"].status == "failed"
     assert len(str(runs["loud"].error)) < limits.reason_bytes + 200
+
+
+async def test_a_caller_verb_keeps_room_for_its_live_cohort_to_resolve(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Growth is refused early enough that aborting a 100-child cohort still fits:
+    each live row will add its abort mark, resolved stamp and history row."""
+    monkeypatch.setattr(sizes, "ENGINE_CEILING", 230_000)
+    small = Engine(engine.lake, clock=engine.clock, limits=Limits(instance_bytes=200_000))
+    noted = parent()
+    noted["fields"].append({"name": "note", "type": "string", "editable": True})
+    await small.deploy([child(), noted])
+    pid = (await small.start_instance("p", fields=items(*[f"r{n}" for n in range(100)])
+                                      )).instance.id_
+    await small.fire_action(pid, "go", "go")
+    refused = None
+    for n in range(30):
+        try:
+            await small.edit_field(pid, "note", str(n) * 10_000)
+        except InstanceTooLarge as exc:
+            refused = exc
+            break
+    assert refused is not None
+    assert refused.details["reserved"] == sizes.RESOLUTION_BYTES * 100
+    assert refused.details["size"] <= 200_000  # refused for the reserve, under the limit
+    aborted = await small.abort_instance(pid, reason="cancel")
+    assert aborted.instance.owesAborts is None
+    assert all(row.resolved is not None for row in aborted.instance.subworkflows)
+    assert len(bson.encode(await stored(small, pid))) <= 230_000
+    assert await small.lake.count({"owesAborts": True}) == 0
