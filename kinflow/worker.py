@@ -148,15 +148,15 @@ class Worker:
             seen: list[str] = []  # this pass's items of this kind, taken or not: paged past
             taken = 0
             while taken < self.batch:
-                page = [item for item in await find(seen) if item not in seen][: self.batch]
-                if not page:
-                    break
-                for item in page:
+                found = [item for item in await find(seen) if item not in seen]
+                for item in found[: self.batch]:
                     if asyncio.get_running_loop().time() > deadline:
                         return report
                     seen.append(item)
                     if await self._one(report, kind, item, still_owed, handle):
                         taken += 1
+                if len(found) < self.batch:  # that was all of it: no page after this one
+                    break
         return report
 
     async def _one(self, report: PassReport, kind: str, item: str,
