@@ -221,7 +221,12 @@ class Worker:
     # ------------------------------------------------------------ leases
 
     async def _acquire(self, lease_id: str) -> bool:
-        """Take the lease with a conditional write: create it, or take over an expired one."""
+        """Take the lease with a conditional write: create it, or take over an expired one.
+
+        A document of another type at a lease id squats the engine's namespace
+        (content writes refuse such ids now; one may predate that): it is taken
+        over like an expired lease, and deleted with the lease on release.
+        """
         now: datetime = self.engine.clock()
         expires = iso(now + timedelta(seconds=self.lease_seconds))
         try:
@@ -232,9 +237,12 @@ class Worker:
         except DocumentExists:
             pass
         try:
-            await self.lake.update(lease_id, {"$set": {"holder": self.worker_id,
+            await self.lake.update(lease_id, {"$set": {"_type": LEASE_TYPE,
+                                                       "holder": self.worker_id,
                                                        "expiresAt": expires}},
-                                   match={"expiresAt": {"$lte": iso(now)}},
+                                   match={"$or": [{"_type": LEASE_TYPE,
+                                                   "expiresAt": {"$lte": iso(now)}},
+                                                  {"_type": {"$ne": LEASE_TYPE}}]},
                                    dataset=self.engine.dataset)
             return True
         except RevisionConflict:

@@ -238,9 +238,11 @@ async def test_a_due_instance_behind_sixty_held_leases_is_still_ticked(
     due = await engine.due_instances(limit=50)
     assert target not in due  # the first page is all blocked
     report = await Worker(engine, worker_id="w", grace_seconds=0, batch=50).run_pass()
-    assert report.of("tick") == [target]
-    assert report.skipped >= 60
+    squatted = blocked[::10]  # taken over: a squat is not a lease anyone holds
+    assert sorted(report.of("tick")) == sorted([*squatted, target])
+    assert report.skipped == 54
     assert (await engine.get_instance(target)).currentStage == "over"
+    assert await engine.lake.count({"_type": "article"}) == 0  # released, so gone
 
 
 EFFECTFUL = simple("effectful", [
