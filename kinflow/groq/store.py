@@ -6,16 +6,18 @@ the same collection. ``resolve`` must be synchronous, so dereferences are gather
 in rounds: evaluate, fetch every id that was missing with one ``$in`` query, and
 evaluate again until nothing is missing.
 
-With a :class:`Budget`, each round is evaluated in a worker thread so the event
-loop keeps serving while a heavy query runs; the budget bounds the work, and
-when the awaiting task is cancelled (the client went away) the budget is
-cancelled too, so the thread stops at its next check instead of running on.
+With a :class:`Budget`, each round is evaluated in a worker thread (at most
+``EVALUATION_THREADS`` at once) so the event loop keeps serving while heavy
+queries run; the budget bounds the work, and when the awaiting task is
+cancelled (the client went away) the budget is cancelled too, so the thread
+stops at its next check instead of running on.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -28,14 +30,29 @@ MAX_DEREF_ROUNDS = 16
 T = TypeVar("T")
 
 
+#: evaluations running at once; more wait their turn. Each running one takes GIL slices
+#: from the event loop, so a cap keeps a flood of heavy queries from starving it.
+EVALUATION_THREADS = 2
+_pool: ThreadPoolExecutor | None = None
+
+
+def _evaluation_pool() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(EVALUATION_THREADS, thread_name_prefix="kinflow-groq")
+    return _pool
+
+
 async def off_loop(fn: Callable[[], T], budget: Budget) -> T:
-    """Run ``fn`` in a worker thread; cancelling the caller cancels ``budget``.
+    """Run ``fn`` in an evaluation thread; cancelling the caller cancels ``budget``.
 
     The thread cannot be interrupted, so cancellation is cooperative: ``fn``
-    must evaluate under ``budget``, which raises at its next check.
+    must evaluate under ``budget``, which raises at its next check (a call still
+    waiting for a thread is dropped). The deadline starts when ``fn`` does.
     """
+    future = asyncio.get_running_loop().run_in_executor(_evaluation_pool(), fn)
     try:
-        return await asyncio.to_thread(fn)
+        return await future
     except asyncio.CancelledError:
         budget.cancel()
         raise

@@ -159,6 +159,24 @@ async def test_a_viewers_nested_query_is_refused_and_healthz_answers_meanwhile(
                f"worst {probe.worst:.3f} s over {len(probe.latencies)} polls meanwhile")
 
 
+async def test_four_viewers_at_once_are_each_refused_and_healthz_still_answers(
+    lake_uri: str, database: str
+) -> None:
+    """Evaluations share two threads, so a flood queues instead of starving the loop."""
+    seed_rows(lake_uri, database)
+    async with listening(lake_uri, database, groq_max_scanned=400_000,
+                         groq_timeout=120) as base:
+        async with HealthProbe(base) as probe:
+            started = time.perf_counter()
+            answers = await asyncio.gather(*[post(base, VIEWER, GROQ, {"q": NESTED})
+                                             for _ in range(4)])
+            took = time.perf_counter() - started
+        assert [error(body)["code"] for body, _ in answers] == ["groq-limit-exceeded"] * 4
+        assert set(probe.statuses) == {200} and probe.worst < HEALTHZ_BOUND
+        record("security-groq-flood", f"4 nested queries at once refused within {took:.2f} s; "
+               f"/healthz worst {probe.worst:.3f} s over {len(probe.latencies)} polls")
+
+
 async def test_the_time_bound_refuses_a_query_with_its_figures(
     lake_uri: str, database: str
 ) -> None:
