@@ -2,7 +2,8 @@
 deploy must not freeze the process, and a query nobody waits for must stop.
 
 A real uvicorn server on 127.0.0.1 in this test's event loop: ``/healthz`` is polled
-over real sockets while the attack runs, and a raw socket hangs up mid-query.
+over real sockets while the attack runs, and a raw socket (or a websocket operation)
+hangs up mid-query.
 Bounds on time are generous (answers within 5 s); measured figures are printed and
 kept under ``test-artifacts/reliability/``.
 """
@@ -21,6 +22,8 @@ import httpx
 import pytest
 import uvicorn
 from pymongo import MongoClient
+from websockets.asyncio.client import connect as ws_connect
+from websockets.typing import Subprotocol
 
 from kinflow.app import create_app
 from kinflow.engine.context import Limits
@@ -236,6 +239,47 @@ async def test_a_client_that_hangs_up_stops_the_query(
             assert (await http.get(f"{base}/healthz")).status_code == 200
         record("security-groq-hangup", f"hang-up: the query stopped after {budget.scanned} "
                "elements visited (cancelled)")
+
+
+@pytest.mark.parametrize("leave", ["complete", "close"])
+async def test_a_websocket_operation_completed_or_dropped_stops_the_query(
+    lake_uri: str, database: str, monkeypatch: pytest.MonkeyPatch, leave: str
+) -> None:
+    budgets: list[Budget] = []
+    original = Limits.groq_budget
+
+    def recording(self: Limits) -> Budget:
+        budget = original(self)
+        budgets.append(budget)
+        return budget
+
+    monkeypatch.setattr(Limits, "groq_budget", recording)
+    seed_rows(lake_uri, database)
+    async with listening(lake_uri, database, groq_max_scanned=0, groq_timeout=300) as base:
+        url = base.replace("http://", "ws://") + "/graphql"
+        async with ws_connect(url, subprotocols=[Subprotocol("graphql-transport-ws")],
+                              open_timeout=20) as ws:
+            await ws.send(json.dumps({"type": "connection_init",
+                                      "payload": {"authorization": f"Bearer {VIEWER}"}}))
+            assert json.loads(await ws.recv())["type"] == "connection_ack"
+            await ws.send(json.dumps({"id": "q1", "type": "subscribe", "payload": {
+                "query": GROQ, "variables": {"q": NESTED}}}))
+            for _ in range(1200):
+                if budgets and budgets[0].scanned > 20_000:
+                    break
+                await asyncio.sleep(0.05)
+            assert budgets and budgets[0].scanned > 20_000, "the query never started"
+            if leave == "complete":
+                await ws.send(json.dumps({"id": "q1", "type": "complete"}))
+            else:
+                await ws.close()
+            budget = budgets[0]
+            for _ in range(600):
+                if budget.stopped is not None:
+                    break
+                await asyncio.sleep(0.05)
+        assert budget.cancelled and budget.stopped == "cancelled"
+        print(f"websocket {leave}: stopped after {budget.scanned} elements visited")
 
 
 async def test_a_large_deploy_leaves_healthz_answering_and_oversized_ones_are_refused(
