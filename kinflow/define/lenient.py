@@ -83,18 +83,23 @@ def format_path(path: Path) -> str:
     return out
 
 
-def touches(issue_path: str, patched: Iterable[str]) -> bool:
-    """Whether ``issue_path`` is a patched path, lies inside one, or holds one."""
-    for p in patched:
-        if issue_path == p or _inside(issue_path, p) or (issue_path and _inside(p, issue_path)):
+class Patched:
+    """The patched paths, indexed so that checking one issue costs its path's depth."""
+
+    def __init__(self, paths: Iterable[Path]) -> None:
+        self.paths = {format_path(p) for p in paths}
+        self.holders = {prefix for p in self.paths for prefix in _prefixes(p)}
+
+    def touches(self, issue_path: str) -> bool:
+        """Whether ``issue_path`` is a patched path, lies inside one, or holds one."""
+        if issue_path in self.paths or (issue_path and issue_path in self.holders):
             return True
-    return False
+        return any(prefix in self.paths for prefix in _prefixes(issue_path))
 
 
-def _inside(path: str, outer: str) -> bool:
-    if not outer:
-        return True
-    return path.startswith(outer) and path[len(outer):len(outer) + 1] in (".", "[")
+def _prefixes(path: str) -> list[str]:
+    """Proper, non-empty prefixes of a formatted path: ``a.b[0]`` -> ``a``, ``a.b``."""
+    return [path[:i] for i, ch in enumerate(path) if ch in ".[" and i > 0]
 
 
 # --------------------------------------------------------------------------- patching

@@ -109,8 +109,8 @@ def _semantic_issues_despite(stored: Any, error: ValidationError, name: str) -> 
         return []
     checker = _Checker(model, label=name)
     checker.run()
-    paths = {lenient.format_path(p) for p in patched}
-    return [i for i in checker.issues if not lenient.touches(i.path, paths)]
+    index = lenient.Patched(patched)
+    return [i for i in checker.issues if not index.touches(i.path)]
 
 
 def format_loc(loc: Iterable[Any]) -> str:
