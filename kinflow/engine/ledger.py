@@ -30,9 +30,10 @@ REUSED = "idempotency-key-reused"
 def fingerprint(op: str, args: dict[str, Any]) -> str:
     """A stable hash of the verb and its user-visible arguments (``None`` == absent)."""
     present = {name: value for name, value in args.items() if value is not None}
+    # ASCII-escaped, so any string a JSON parser accepts (a lone surrogate too) hashes
     text = json.dumps({"op": op, "args": present}, sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=False, default=str)
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+                      default=str)
+    return "sha256:" + hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 def is_replay(instance: Instance, ctx: PlanContext, key: str | None, op: str,

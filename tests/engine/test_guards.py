@@ -18,6 +18,7 @@ from kinflow.engine.errors import (
     ReservedId,
     ReservedType,
 )
+from kinflow.engine.ledger import fingerprint
 from kinflow.engine.owned import check_content_write, check_instance_id
 from kinflow.worker import LEASE_TYPE, Worker
 from tests.engine.cohort_defs import child, items, parent
@@ -89,6 +90,18 @@ async def test_an_identical_retry_replays_whatever_the_key_order(engine: Engine)
     reordered = {"m": {"a": 1, "b": 2}, "n": 1}
     again = await engine.fire_action(iid, "w", "ping", params=reordered, idempotency_key="P")
     assert not again.changed
+
+
+def test_the_fingerprint_is_canonical() -> None:
+    a = fingerprint("fireAction", {"activity": "w", "params": {"b": [1, {"y": 2, "x": 1}],
+                                                                "a": "é"}})
+    b = fingerprint("fireAction", {"params": {"a": "é", "b": [1, {"x": 1, "y": 2}]},
+                                   "activity": "w", "action": None})
+    assert a == b  # key order and absent-vs-None do not matter
+    assert a != fingerprint("editField", {"activity": "w", "params": {"a": "é",
+                                                                      "b": [1, {"x": 1, "y": 2}]}})
+    assert a != fingerprint("fireAction", {"activity": "w", "params": {"a": "e"}})
+    assert fingerprint("fireAction", {"params": {"x": "\ud800"}}).startswith("sha256:")
 
 
 async def test_ledger_rows_without_a_fingerprint_replay_on_the_verb(engine: Engine) -> None:
