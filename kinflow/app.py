@@ -43,7 +43,9 @@ from kinflow.schema import build_schema
 from kinflow.schema.context import Context, Services
 from kinflow.schema.hubs import Hubs
 from kinflow.settings import Settings
+from kinflow.shutdown import stop_bounded
 from kinflow.storage import open_lake
+from kinflow.storage.datasets import Datasets, parse_dataset_list
 from kinflow.throttle import FailureThrottle, TooManyAttempts
 from kinflow.transport import TransportView
 from kinflow.worker import Worker
@@ -68,7 +70,11 @@ async def healthz(request: Request) -> JSONResponse:
             "database": connection.lake.database,
             "dataset": connection.lake.default_dataset,
         },
-        "hub": {"running": bool(hub is not None and hub.running)},
+        "hub": {
+            "running": bool(hub is not None and hub.running),
+            "streams": request.app.state.hubs.stream_count(),
+            "subscribers": request.app.state.hubs.subscriber_count(),
+        },
     }
     return JSONResponse(body, status_code=200 if reachable else 503)
 
@@ -170,10 +176,13 @@ def create_app(settings: Settings | None = None) -> Starlette:
         connection = await open_lake(settings)
         stop_worker = asyncio.Event()
         worker_task: asyncio.Task[None] | None = None
-        hubs = Hubs(connection.lake, queue_size=settings.hub_queue_size)
+        datasets = Datasets(connection.lake, parse_dataset_list(settings.extra_datasets))
+        hubs = Hubs(connection.lake, queue_size=settings.hub_queue_size,
+                    max_streams=settings.max_hub_streams, datasets=datasets)  # fmt: skip
         try:
             engine: Engine = build_engine(connection.lake, settings)
             await engine.ensure_ready()
+            await datasets.prepare()
             hub = await hubs.get()
             graphql.services = Services(settings=settings, lake=connection.lake, engine=engine,
                                         hubs=hubs, tokens=tokens)  # fmt: skip
@@ -192,9 +201,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             yield
         finally:
             stop_worker.set()
-            if worker_task is not None:
-                await worker_task
-            await hubs.stop()  # ends every subscription: clients get `complete`
+            # every subscription ends and every stream closes at once, each bounded
+            await stop_bounded(hubs, worker_task)
             await connection.close()
 
     return Starlette(

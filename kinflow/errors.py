@@ -74,6 +74,18 @@ class InvalidInput(KinflowError):
     code = "invalid-input"
 
 
+class DatasetNotFound(KinflowError):
+    """A request named a dataset that is neither configured nor in the lake (none is created)."""
+
+    code = "dataset-not-found"
+
+
+class TooManyStreams(KinflowError):
+    """Opening another change stream would pass the per-process cap (``max_hub_streams``)."""
+
+    code = "too-many-streams"
+
+
 class ServerUnreachable(KinflowError):
     """A kinflow server given by URL did not answer."""
 

@@ -22,6 +22,13 @@ class Settings(BaseSettings):
     )
     database: str = Field(default="kinflow", description="The MongoDB database holding the lake.")
     dataset: str = Field(default="production", description="The default dataset (collection).")
+    extra_datasets: str = Field(
+        default="",
+        description=(
+            "More datasets requests may name besides the default (comma separated; created at "
+            "start-up). Datasets already in the lake may be named too; others are refused."
+        ),
+    )
     data_dir: Path = Field(
         default=Path(".kinflow"), description="Where the embedded lake keeps its data."
     )
@@ -49,6 +56,13 @@ class Settings(BaseSettings):
     )
     hub_queue_size: int = Field(
         default=1000, description="Events a subscriber may lag behind before it must resync."
+    )
+    max_hub_streams: int = Field(
+        default=16, ge=1,
+        description=(
+            "Change streams one API process may hold open at once (one per dataset watched, "
+            "the default's included); past it a subscription gets too-many-streams."
+        ),
     )
 
     worker: bool = Field(

@@ -11,10 +11,12 @@ from strawberry.types import Info
 
 from kinflow.auth import OPEN_ACTOR, TokenTable, require
 from kinflow.engine import Actor, Engine
+from kinflow.errors import DatasetNotFound
 from kinflow.schema.hubs import Hubs
 from kinflow.schema.loaders import Loaders
 from kinflow.settings import Settings
 from kinflow.storage import Lake
+from kinflow.storage.datasets import Datasets
 
 
 @dataclass
@@ -28,11 +30,28 @@ class Services:
     tokens: TokenTable
     engines: dict[str, Engine] = field(default_factory=dict)
 
+    @property
+    def datasets(self) -> Datasets:
+        """The datasets requests may name (configured or existing; never created by a read)."""
+        return self.hubs.datasets
+
+    async def engine_over(self, dataset: str | None) -> Engine:
+        """The engine over ``dataset``; ``dataset-not-found`` unless it exists."""
+        if dataset is None or dataset == self.engine.dataset:
+            return self.engine
+        return self.engine_for(await self.datasets.require(dataset))
+
     def engine_for(self, dataset: str | None) -> Engine:
-        """The engine over ``dataset`` (the default one unless named)."""
+        """The engine over a dataset known to exist (the default one unless named).
+
+        Engines are cached per dataset, so only known datasets get one: an
+        invented name is ``dataset-not-found``, never a new engine.
+        """
         if dataset is None or dataset == self.engine.dataset:
             return self.engine
         if dataset not in self.engines:
+            if not self.datasets.known(dataset):
+                raise DatasetNotFound(f"no dataset {dataset!r}", dataset=dataset)
             self.engines[dataset] = Engine(self.lake, dataset=dataset, limits=self.engine.limits)
         return self.engines[dataset]
 

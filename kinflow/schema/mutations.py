@@ -13,9 +13,10 @@ from typing import Any
 
 import strawberry
 
+from kinflow.auth import has_role
 from kinflow.engine import OperationResult as EngineResult
 from kinflow.engine.owned import check_content_write, check_instance_id
-from kinflow.errors import InvalidInput
+from kinflow.errors import DatasetNotFound, InvalidInput
 from kinflow.schema.context import KInfo
 from kinflow.schema.scalars import JSON, jsonable
 from kinflow.schema.types import (
@@ -194,7 +195,7 @@ class Mutation:
         check_document_id(body["_id"])
         check_content_write(body["_id"], body.get("_type"))
         lake = info.context.lake
-        target = dataset or info.context.dataset
+        target = await _content_dataset(info, dataset, actor, create=True)
         expected = body.get("_rev")
 
         async def write(session: Any) -> dict[str, Any]:
@@ -221,7 +222,7 @@ class Mutation:
     ) -> bool:
         actor = info.context.require("operator", "deleteDocument")
         lake = info.context.lake
-        target = dataset or info.context.dataset
+        target = await _content_dataset(info, dataset, actor, create=False)
         doc_id = check_document_id(id)
         check_content_write(doc_id)
 
@@ -236,6 +237,24 @@ class Mutation:
         if deleted:
             await _react(info, target, doc_id, actor)
         return deleted
+
+
+async def _content_dataset(
+    info: KInfo, dataset: str | None, actor: Any, *, create: bool
+) -> str:
+    """The dataset a content write names: one that exists; only an admin's put adds one.
+
+    Operators write into configured or existing datasets, so a leaked operator
+    token cannot fill the lake with collections; an admin (who also deploys)
+    may create a dataset by writing its first document.
+    """
+    datasets = info.context.services.datasets
+    try:
+        return await datasets.require(dataset)
+    except DatasetNotFound:
+        if not create or dataset is None or not has_role(actor, "admin"):
+            raise
+        return await datasets.create(dataset)
 
 
 async def _react(info: KInfo, dataset: str, doc_id: str, actor: Any) -> None:

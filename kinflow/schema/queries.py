@@ -167,7 +167,7 @@ class Query:
     ) -> JSON | None:
         if params is not None and not isinstance(params, dict):
             raise InvalidInput("params must be an object of parameter -> value")
-        engine = info.context.services.engine_for(dataset)
+        engine = await info.context.services.engine_over(dataset)
         # bounded, off the event loop, and cancelled if the client leaves (docs/security.md)
         work = engine.query(query, dict(params or {}))
         return jsonable(await unless_disconnected(info.context.request, work))

@@ -48,24 +48,28 @@ Loader = Callable[[Any], Awaitable[Sequence[Doc]]]
 async def _subscribed(
     info: KInfo, topic: str, snapshot: Loader, dataset: str | None = None
 ) -> AsyncIterator[AsyncIterator[ChangeEvent]]:
-    """A hub subscription that raises ``SubscriptionLagged`` instead of yielding resync."""
-    hub = await info.context.services.hubs.get(dataset)
-    sub = await hub.subscribe(topic, snapshot,
-                              queue_size=info.context.settings.subscription_queue_size)  # fmt: skip
+    """A hub subscription that raises ``SubscriptionLagged`` instead of yielding resync.
 
-    async def events() -> AsyncIterator[ChangeEvent]:
-        async for event in sub:
-            if event.kind == "resync":
-                raise SubscriptionLagged(
-                    "this subscription fell too far behind and was ended; resubscribe to get "
-                    "a fresh snapshot", resubscribe=True, topic=topic,
-                )  # fmt: skip
-            yield event
+    It leases the dataset's hub for as long as it runs: the last subscription
+    to leave a dataset closes that dataset's change stream.
+    """
+    async with info.context.services.hubs.lease(dataset) as hub:
+        queue_size = info.context.settings.subscription_queue_size
+        sub = await hub.subscribe(topic, snapshot, queue_size=queue_size)
 
-    try:
-        yield events()
-    finally:
-        sub.close()
+        async def events() -> AsyncIterator[ChangeEvent]:
+            async for event in sub:
+                if event.kind == "resync":
+                    raise SubscriptionLagged(
+                        "this subscription fell too far behind and was ended; resubscribe to "
+                        "get a fresh snapshot", resubscribe=True, topic=topic,
+                    )  # fmt: skip
+                yield event
+
+        try:
+            yield events()
+        finally:
+            sub.close()
 
 
 def _at(doc: Doc) -> DateTime:
@@ -302,7 +306,7 @@ class Subscription:
     ) -> AsyncGenerator[JSON | None, None]:
         doc_id = check_document_id(id)
         lake = info.context.lake
-        target = dataset or info.context.dataset
+        target = await info.context.services.datasets.require(dataset)  # never created here
 
         async def load(session: Any) -> list[Doc]:
             return await lake.find({"_id": doc_id}, dataset=target, session=session)

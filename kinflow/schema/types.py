@@ -333,7 +333,7 @@ class WorkflowInstance:
 
     @strawberry.field
     async def available_actions(self, info: KInfo) -> list[ActionVerdict]:
-        engine = info.context.services.engine_for(self.doc.get("dataset"))
+        engine = await info.context.services.engine_over(self.doc.get("dataset"))
         verdicts = await engine.available_actions_for(parse_instance(self.doc),
                                                       actor=info.context.actor)  # fmt: skip
         return [

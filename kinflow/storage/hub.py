@@ -194,23 +194,44 @@ class ChangeHub:
     # -- lifecycle -------------------------------------------------------
 
     async def start(self, timeout: float = 10.0) -> None:
-        """Open the change stream; return once it is established."""
+        """Open the change stream; return once it is established.
+
+        The hub only watches: it never creates the dataset (a caller's name
+        must not become a collection), so the caller makes sure it exists.
+        On failure or timeout the stream task is stopped, never left retrying.
+        """
         if self._task is not None:
             return
-        await self.lake.ensure_dataset(self.dataset)
         self._task = asyncio.create_task(self._run(), name=f"change-hub:{self.dataset}")
-        async with asyncio.timeout(timeout):
-            await self._opened.wait()
+        try:
+            async with asyncio.timeout(timeout):
+                await self._opened.wait()
+        except BaseException:
+            await self.stop()
+            raise
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float = 5.0) -> bool:
+        """Close the stream and end every subscription; False if closing outlasted ``timeout``.
+
+        Bounded so a shutdown never waits on a lake that stopped answering:
+        a stream still closing after ``timeout`` is left to the client's close.
+        """
         task, self._task = self._task, None
+        closed = True
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            done, _ = await asyncio.wait({task}, timeout=timeout)
+            if done:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    task.result()
+            else:
+                closed = False
+                log.warning("the change stream on %s did not close within %.1f s",
+                            self.dataset, timeout)  # fmt: skip
         for sub in [s for subs in self._subscribers.values() for s in subs]:
             sub.close()
         self._subscribers.clear()
+        return closed
 
     @property
     def running(self) -> bool:
