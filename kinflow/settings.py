@@ -119,6 +119,10 @@ class Settings(BaseSettings):
             "(groq-limit-exceeded); 0 turns this off."
         ),
     )
+    groq_max_query_length: int = Field(
+        default=100_000, ge=0,
+        description="Longest GROQ query text, in characters (groq-limit-exceeded); 0: no limit.",
+    )
     max_definition_bytes: int = Field(
         default=1024 * 1024, ge=1024,
         description="Largest workflow definition deploy accepts, as JSON bytes "

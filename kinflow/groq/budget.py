@@ -1,4 +1,4 @@
-"""A budget for one evaluation: elements visited, a deadline, a cancel flag.
+"""A budget for one query: its length, elements visited, a deadline, a cancel flag.
 
 The evaluator charges the budget once per pass over an array (a filter, a
 map, a flat-map, ``order``, ``score``): the charge is the array's length, so
@@ -27,14 +27,17 @@ class Budget:
     one evaluation at a time (several rounds of one query may share it).
     """
 
-    __slots__ = ("_calls", "cancelled", "clock", "deadline", "max_scanned", "scanned",
-                 "started", "stopped", "timeout")
+    __slots__ = ("_calls", "cancelled", "clock", "deadline", "max_length", "max_scanned",
+                 "scanned", "started", "stopped", "timeout")
 
     def __init__(self, *, max_scanned: int | None = None, timeout: float | None = None,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None, max_length: int | None = None
+                 ) -> None:
         if timeout is not None and clock is None:
             raise ValueError("a timeout needs a clock")
         self.max_scanned = max_scanned
+        #: longest query text (parsing is pure Python too: 800 KB of GROQ takes seconds)
+        self.max_length = max_length
         self.timeout = timeout
         self.clock = clock
         self.scanned = 0
@@ -44,6 +47,13 @@ class Budget:
         #: why the evaluation stopped early: "cancelled", "time", "documents-scanned"
         self.stopped: str | None = None
         self._calls = 0
+
+    def check_length(self, source: str) -> None:
+        """Refuse a query text longer than ``max_length`` before anything parses it."""
+        if self.max_length is not None and len(source) > self.max_length:
+            raise GroqLimitExceeded(
+                f"the query is longer than {self.max_length} characters",
+                limit="query-length", maxLength=self.max_length, length=len(source))
 
     def start(self) -> None:
         """Start the clock (idempotent: a second round keeps the first deadline)."""

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from kinflow.groq.api import Tree, evaluate, parse
 from kinflow.groq.budget import Budget
 from kinflow.groq.errors import GroqError, GroqLimitExceeded
-from kinflow.groq.pushdown import plan_store_query
+from kinflow.groq.pushdown import StorePlan, plan_store_query
 
 MAX_DEREF_ROUNDS = 16
 T = TypeVar("T")
@@ -71,16 +71,24 @@ async def query_collection(
 
     ``max_docs`` bounds how many documents the prefilter may bring back; a query
     whose prefilter matches more raises :class:`GroqError` (``groq-too-broad``).
-    ``budget`` bounds the evaluation (its ``max_scanned`` also caps the fetch) and
-    moves it off the event loop.
+    ``budget`` bounds the query's length and its evaluation (its ``max_scanned`` also
+    caps the fetch), and moves parsing and evaluation off the event loop.
     """
     params = dict(params or {})
     if now is None:
         now = datetime.now(UTC)  # one clock for every evaluation round
-    tree = query if isinstance(query, Tree) else parse(query)
-    if tree.needs_params and not tree.params_bound:
-        tree = parse(tree.source, params)
-    plan = plan_store_query(tree, params)
+
+    def prepare() -> tuple[Tree, StorePlan | None]:
+        tree = query if isinstance(query, Tree) else parse(query)
+        if tree.needs_params and not tree.params_bound:
+            tree = parse(tree.source, params)
+        return tree, plan_store_query(tree, params)
+
+    if budget is None:
+        tree, plan = prepare()
+    else:  # parsing and planning are CPU work too: off the loop, after the length check
+        budget.check_length(query.source if isinstance(query, Tree) else query)
+        tree, plan = await off_loop(prepare, budget)
     docs: list[Any] = []
     residual = tree
     if plan is not None:

@@ -193,6 +193,11 @@ async def test_the_time_bound_refuses_a_query_with_its_figures(
         assert details["elapsedSeconds"] >= 1.0 and details["scanned"] > 0
         ordinary, _ = await post(base, VIEWER, GROQ, {"q": 'count(*[_type == "atkrow"])'})
         assert ordinary == {"data": {"groq": 2030}}
+        long_text = "[" + "1," * 400_000 + "1]"  # 800 KB: seconds of parsing, refused unread
+        body, refused_in = await post(base, VIEWER, GROQ, {"q": long_text})
+        assert error(body)["details"] == {"limit": "query-length", "maxLength": 100_000,
+                                          "length": len(long_text)}
+        print(f"800 KB query refused in {refused_in:.2f} s")
         print(f"time bound: refused after {took:.2f} s")
 
 

@@ -110,3 +110,20 @@ def test_conditions_on_the_snapshot_are_bounded_without_a_clock() -> None:
     assert "visits more than" in (verdict.detail or "")
     small = check(text, {"fields": {"rows": wide[:100]}}, now=datetime.now(UTC))
     assert small.outcome is Outcome.SATISFIED
+
+
+async def test_a_long_query_is_refused_before_it_is_parsed() -> None:
+    from kinflow.groq.store import query_collection
+
+    class NoCollection:  # nothing may be read for a refused query
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"the collection was used ({name})")
+
+    text = "[" + "1," * 60_000 + "1]"  # parsing this takes about a second on the loop
+    budget = groq.Budget(max_length=100_000)
+    with pytest.raises(groq.GroqLimitExceeded) as caught:
+        await query_collection(NoCollection(), text, budget=budget)
+    assert caught.value.details == {"limit": "query-length", "maxLength": 100_000,
+                                    "length": len(text)}
+    assert await query_collection(NoCollection(), "[1, 2][1]",
+                                  budget=groq.Budget(max_length=100_000)) == 2
