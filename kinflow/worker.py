@@ -49,6 +49,12 @@ LEASE_INDEXES = (IndexSpec("lease_expiry", (("_type", 1), ("expiresAt", 1)),
 _INSTANCE = {"_type": INSTANCE_TYPE}
 
 
+def _older(document: dict[str, Any], moment: str) -> bool:
+    """Whether the document was last written at or before ``moment`` (ISO strings sort)."""
+    updated = document.get("_updatedAt")
+    return isinstance(updated, str) and updated <= moment
+
+
 @dataclass
 class PassReport:
     """What one pass did: ``processed`` lists every (kind, item) this worker handled."""
@@ -129,8 +135,8 @@ class Worker:
         stale = iso(datetime.now(UTC) - timedelta(seconds=self.grace_seconds))
         kinds: list[tuple[str, Callable[[list[str]], Awaitable[list[str]]],
                           Callable[[str], Awaitable[bool]], Callable[[str], Awaitable[Any]]]] = [
-            ("materialise", lambda seen: self._ids({"materialising": True, "_updatedAt": {
-                "$lte": stale}}, seen), lambda i: self._owed(i, {"materialising": True}),
+            ("materialise", lambda seen: self._ids({"materialising": True}, seen, stale),
+             lambda i: self._owed(i, {"materialising": True}),
              lambda i: self.engine.finish_materialising(i, actor=self.actor)),
             ("drain", lambda seen: self._ids({"owesAborts": True}, seen),
              lambda i: self._owed(i, {"owesAborts": True}),
@@ -141,7 +147,8 @@ class Worker:
              lambda i: self._owed(i, {"nextEvaluationAt": {"$lte": iso(now)},
                                       "completedAt": None}),
              lambda i: self.engine.tick(i, actor=self.actor)),
-            ("effects", lambda seen: self._ids({"effectsDueAt": {"$lte": iso(now)}}, seen),
+            ("effects", lambda seen: self._ids({"effectsDueAt": {"$gt": "", "$lte": iso(now)}},
+                                               seen),
              lambda i: self._owed(i, {"effectsDueAt": {"$lte": iso(now)}}), self._effects),
         ]
         for kind, find, still_owed, handle in kinds:
@@ -182,37 +189,45 @@ class Worker:
 
     # ------------------------------------------------------------ queries
 
-    async def _ids(self, filter_: dict[str, Any], seen: list[str]) -> list[str]:
-        query = {**_INSTANCE, **filter_}
-        if seen:
-            query["_id"] = {"$nin": seen}
-        found = await self.lake.find(query, dataset=self.engine.dataset,
-                                     projection={"_id": 1}, limit=self.batch)
-        return [str(doc["_id"]) for doc in found]
+    # Every query below is ``_type`` plus ONE indexed predicate, so the embedded
+    # lake's planner serves it from that field's partial index (it only uses an
+    # index covering every predicate; any other predicate made it read every
+    # instance: 0.3-1.3 s per query over 5,000, measured). A bounded range
+    # (``$gt: ""``) keeps the documents that lack the field (indexed as null)
+    # out of the scan. What else an item must satisfy (not yet seen this pass,
+    # older than the grace period) is checked here on the few ids returned.
+
+    async def _ids(self, filter_: dict[str, Any], seen: list[str],
+                   stale: str | None = None) -> list[str]:
+        found = await self.lake.find({**_INSTANCE, **filter_}, dataset=self.engine.dataset,
+                                     projection={"_id": 1, "_updatedAt": 1},
+                                     limit=self.batch + len(seen))
+        skip = set(seen)
+        return [str(doc["_id"]) for doc in found if str(doc["_id"]) not in skip
+                and (stale is None or _older(doc, stale))][: self.batch]
 
     async def _owed(self, instance_id: str, filter_: dict[str, Any]) -> bool:
         return await self.lake.count({"_id": instance_id, **_INSTANCE, **filter_},
                                      dataset=self.engine.dataset) > 0
 
     async def _parents(self, stale: str, seen: list[str]) -> list[str]:
-        owed: dict[str, Any] = {"$gt": ""}
-        if seen:
-            owed["$nin"] = seen
         found = await self.lake.find(
-            {**_INSTANCE, "propagateTo": owed, "_updatedAt": {"$lte": stale}},
-            dataset=self.engine.dataset, projection={"propagateTo": 1},
+            {**_INSTANCE, "propagateTo": {"$gt": ""}}, dataset=self.engine.dataset,
+            projection={"propagateTo": 1, "_updatedAt": 1},
         )
+        skip = set(seen)
         parents: list[str] = []
         for doc in found:
             parent = doc.get("propagateTo")
-            if isinstance(parent, str) and parent not in parents:
+            if (isinstance(parent, str) and parent not in skip and parent not in parents
+                    and _older(doc, stale)):
                 parents.append(parent)
         return parents
 
     async def _owed_parent(self, parent_id: str, stale: str) -> bool:
-        return await self.lake.count({**_INSTANCE, "propagateTo": parent_id,
-                                      "_updatedAt": {"$lte": stale}},
-                                     dataset=self.engine.dataset) > 0
+        found = await self.lake.find({**_INSTANCE, "propagateTo": parent_id},
+                                     dataset=self.engine.dataset, projection={"_updatedAt": 1})
+        return any(_older(doc, stale) for doc in found)
 
     async def _effects(self, instance_id: str) -> None:
         await self.engine.sweep_stale_claims(instance_id, actor=self.actor)

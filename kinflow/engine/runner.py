@@ -554,10 +554,11 @@ class Engine:
     async def instances_for_document(self, gdr: str) -> list[Instance]:
         """In-flight instances whose reference fields point at ``gdr`` (a GDR or bare id)."""
         uri = str(to_gdr(gdr, self.dataset))
-        found = await self.lake.find(
-            {"_type": INSTANCE_TYPE, "watch": uri, "completedAt": None}, dataset=self.dataset,
-        )
-        return [parse_instance(doc) for doc in found]
+        # one indexed predicate besides _type: the embedded planner serves only
+        # queries its index covers whole (else it reads every instance)
+        found = await self.lake.find({"_type": INSTANCE_TYPE, "watch": uri},
+                                     dataset=self.dataset)
+        return [parse_instance(doc) for doc in found if doc.get("completedAt") is None]
 
     async def due_instances(self, *, limit: int = 100, exclude: list[str] | None = None
                             ) -> list[str]:
@@ -566,15 +567,18 @@ class Engine:
         ``exclude`` pages past ids the caller could not take (their lease is held).
         """
         now = self._iso(self.clock())
-        query: dict[str, Any] = {"_type": INSTANCE_TYPE, "nextEvaluationAt": {"$lte": now},
-                                 "completedAt": None}
-        if exclude:
-            query["_id"] = {"$nin": exclude}
+        # served by instance_due alone (a bounded range skips the instances without
+        # a due time); completed and excluded ones are dropped here, since any other
+        # predicate would make the embedded planner read every instance
+        skip = set(exclude or ())
         found = await self.lake.find(
-            query, dataset=self.dataset, sort=[("nextEvaluationAt", 1)], limit=limit,
-            projection={"_id": 1},
+            {"_type": INSTANCE_TYPE, "nextEvaluationAt": {"$gt": "", "$lte": now}},
+            dataset=self.dataset, sort=[("nextEvaluationAt", 1)], limit=limit + len(skip),
+            projection={"_id": 1, "completedAt": 1},
         )
-        return [str(doc["_id"]) for doc in found]
+        due = [str(doc["_id"]) for doc in found
+               if doc.get("completedAt") is None and str(doc["_id"]) not in skip]
+        return due[:limit]
 
     async def react_to_document_change(self, gdr: str, *, actor: Actor | None = None
                                        ) -> list[OperationResult]:
