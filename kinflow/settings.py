@@ -119,6 +119,13 @@ class Settings(BaseSettings):
             "(groq-limit-exceeded); 0 turns this off."
         ),
     )
+    groq_max_fetched: int = Field(
+        default=100_000, ge=0,
+        description=(
+            "Documents one GROQ query may read from the lake and hold in memory "
+            "(groq-limit-exceeded); 0 turns this off."
+        ),
+    )
     groq_max_query_length: int = Field(
         default=100_000, ge=0,
         description="Longest GROQ query text, in characters (groq-limit-exceeded); 0: no limit.",

@@ -68,6 +68,7 @@ class Limits:
     groq_timeout: float | None = 10.0
     groq_max_scanned: int | None = 5_000_000
     groq_max_length: int | None = 100_000
+    groq_max_fetched: int | None = 100_000
     definition_bytes: int = 1024 * 1024
 
     @classmethod
@@ -81,12 +82,14 @@ class Limits:
                    groq_timeout=settings.groq_timeout or None,
                    groq_max_scanned=settings.groq_max_scanned or None,
                    groq_max_length=settings.groq_max_query_length or None,
+                   groq_max_fetched=settings.groq_max_fetched or None,
                    definition_bytes=settings.max_definition_bytes)
 
     def groq_budget(self) -> Budget:
         """A fresh budget for one lake query (the clock is the monotonic one)."""
         return Budget(max_scanned=self.groq_max_scanned, timeout=self.groq_timeout,
-                      clock=time.monotonic, max_length=self.groq_max_length)
+                      clock=time.monotonic, max_length=self.groq_max_length,
+                      max_fetched=self.groq_max_fetched)
 
 
 class NeedsIO(Exception):

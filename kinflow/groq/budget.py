@@ -27,15 +27,17 @@ class Budget:
     one evaluation at a time (several rounds of one query may share it).
     """
 
-    __slots__ = ("_calls", "cancelled", "clock", "deadline", "max_length", "max_scanned",
-                 "scanned", "started", "stopped", "timeout")
+    __slots__ = ("_calls", "cancelled", "clock", "deadline", "max_fetched", "max_length",
+                 "max_scanned", "scanned", "started", "stopped", "timeout")
 
     def __init__(self, *, max_scanned: int | None = None, timeout: float | None = None,
-                 clock: Callable[[], float] | None = None, max_length: int | None = None
-                 ) -> None:
+                 clock: Callable[[], float] | None = None, max_length: int | None = None,
+                 max_fetched: int | None = None) -> None:
         if timeout is not None and clock is None:
             raise ValueError("a timeout needs a clock")
         self.max_scanned = max_scanned
+        #: documents one query may read from the store (memory, not CPU: each is held)
+        self.max_fetched = max_fetched
         #: longest query text (parsing is pure Python too: 800 KB of GROQ takes seconds)
         self.max_length = max_length
         self.timeout = timeout

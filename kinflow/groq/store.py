@@ -105,6 +105,11 @@ async def query_collection(
             if limit is None and max_docs is not None and len(docs) > max_docs:
                 raise GroqError(f"query matches more than {max_docs} documents",
                                 query=tree.source, reason="groq-too-broad")
+            if limit is None and budget is not None and budget.max_fetched is not None \
+                    and len(docs) > budget.max_fetched:
+                raise GroqLimitExceeded(
+                    f"the query reads more than {budget.max_fetched} documents from the lake",
+                    limit="documents-fetched", maxFetched=budget.max_fetched)
             if limit is None and budget is not None and budget.max_scanned is not None \
                     and len(docs) > budget.max_scanned:
                 raise GroqLimitExceeded(
@@ -145,5 +150,6 @@ async def query_collection(
 
 
 def _fetch_cap(max_docs: int | None, budget: Budget | None) -> int | None:
-    caps = [c for c in (max_docs, budget.max_scanned if budget else None) if c is not None]
+    from_budget = (budget.max_fetched, budget.max_scanned) if budget else ()
+    caps = [c for c in (max_docs, *from_budget) if c is not None]
     return min(caps) if caps else None

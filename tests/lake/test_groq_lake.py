@@ -130,3 +130,22 @@ async def test_content_lookup_is_served_by_an_index(lake: Any) -> None:
     assert "IXSCAN" in winning and "COLLSCAN" not in winning
     result = await query_collection(lake.collection(), query, params={"slug": "slug-4321"})
     assert [d["_id"] for d in result] == ["doc-04321"]
+
+
+async def test_a_query_reading_more_than_the_fetch_cap_is_refused(lake: Any) -> None:
+    """Documents fetched are held in memory: ``*`` over more than the cap is refused."""
+    from kinflow.groq.budget import Budget
+    from kinflow.groq.errors import GroqLimitExceeded
+
+    await lake.collection().insert_many([{"_id": f"row-{i:03d}", "_type": "row", "n": i}
+                                         for i in range(120)])  # fmt: skip
+    with pytest.raises(GroqLimitExceeded) as refused:
+        await query_collection(lake.collection(), 'count(*[_type == "row" && n >= 0])',
+                               budget=Budget(max_scanned=1_000_000, max_fetched=100))
+    assert refused.value.details["limit"] == "documents-fetched"
+    narrowed = await query_collection(lake.collection(), '*[_type == "row"][0...10]',
+                                      budget=Budget(max_scanned=1_000_000, max_fetched=100))
+    assert len(narrowed) == 10
+    under = await query_collection(lake.collection(), 'count(*[_type == "row" && n < 50])',
+                                   budget=Budget(max_scanned=1_000_000, max_fetched=100))
+    assert under == 50
