@@ -8,16 +8,23 @@ datasets of the settings are created at start-up (``prepare``), any other
 collection of the lake's database counts once it exists, and every other name
 is a ``dataset-not-found`` refusal. Only ``create`` (an admin's first write)
 adds a dataset at run time.
+
+Unknown names are looked up by re-reading the lake's collection names, at most
+once per ``refresh_seconds`` and shared by concurrent callers, so a flood of
+invented names costs the lake one small command per second, not one per name.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import pymongo
+from pymongo.errors import PyMongoError
 
-from kinflow.errors import ConfigurationError, DatasetNotFound, GdrError
+from kinflow.errors import ConfigurationError, DatasetNotFound, GdrError, LakeUnavailable
 from kinflow.storage.gdr import check_dataset
 
 if TYPE_CHECKING:
@@ -39,11 +46,16 @@ def parse_dataset_list(spec: str | None) -> list[str]:
 class Datasets:
     """The datasets of one lake that requests may name."""
 
-    def __init__(self, lake: Lake, configured: Iterable[str] = ()) -> None:
+    def __init__(
+        self, lake: Lake, configured: Iterable[str] = (), *, refresh_seconds: float = 1.0
+    ) -> None:
         self.lake = lake
         self.default = lake.default_dataset
         self.configured = [self.default, *(check_dataset(n) for n in configured)]
+        self.refresh_seconds = refresh_seconds
         self._known: set[str] = set(self.configured)
+        self._listed_at = float("-inf")
+        self._listing: asyncio.Task[None] | None = None
 
     async def prepare(self) -> None:
         """Create every configured dataset (start-up; idempotent)."""
@@ -59,8 +71,8 @@ class Datasets:
         dataset = check_dataset(name or self.default)
         if dataset in self._known:
             return dataset
-        if await self._exists(dataset):
-            self._known.add(dataset)
+        await self._refresh()
+        if dataset in self._known:
             return dataset
         raise DatasetNotFound(
             f"no dataset {dataset!r}: name a configured dataset or one that exists in the lake",
@@ -75,7 +87,24 @@ class Datasets:
             self._known.add(dataset)
         return dataset
 
-    async def _exists(self, name: str) -> bool:
-        with pymongo.timeout(self.lake.operation_timeout):
-            found = await self.lake.db.list_collection_names(filter={"name": name})
-        return name in found
+    async def _refresh(self) -> None:
+        """Re-read the lake's collection names unless that was done very recently."""
+        if self._listing is None:
+            if time.monotonic() - self._listed_at < self.refresh_seconds:
+                return
+            self._listing = asyncio.create_task(self._list(), name="datasets-list")
+        listing = self._listing
+        try:
+            await asyncio.shield(listing)
+        finally:
+            if listing.done() and self._listing is listing:
+                self._listing = None
+
+    async def _list(self) -> None:
+        try:
+            with pymongo.timeout(self.lake.operation_timeout):
+                names = await self.lake.db.list_collection_names()
+        except PyMongoError as exc:
+            raise LakeUnavailable(f"listing the lake's datasets failed: {exc}") from exc
+        self._known.update(names)
+        self._listed_at = time.monotonic()

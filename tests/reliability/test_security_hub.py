@@ -33,11 +33,16 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from kinflow.app import create_app
-from kinflow.errors import DatasetNotFound, LakeUnavailable, TooManyStreams
+from kinflow.errors import (
+    ConfigurationError,
+    DatasetNotFound,
+    LakeUnavailable,
+    TooManyStreams,
+)
 from kinflow.schema.hubs import Hubs
 from kinflow.settings import Settings
 from kinflow.storage import Lake
-from kinflow.storage.datasets import Datasets
+from kinflow.storage.datasets import Datasets, parse_dataset_list
 from tests.reliability.figures import record
 from tests.support import free_port, running
 
@@ -180,6 +185,7 @@ def test_invented_datasets_are_refused_and_streams_stay_capped(
                         for op, outcome in outcomes(ws, set(names)).items():
                             refusals[names[op]] = outcome
                         rounds[wave] += 1
+                        time.sleep(0.2)  # a flood, not a CPU hog on a shared test machine
             except BaseException as exc:  # reported by the main thread
                 failures.append(exc)
 
@@ -484,3 +490,10 @@ async def test_concurrent_leases_share_one_stream_and_the_last_leaver_closes_it(
     with pytest.raises(LakeUnavailable):  # no new stream once stopped
         async with hubs.lease():
             pass
+
+
+def test_extra_datasets_are_checked_at_start_up() -> None:
+    assert parse_dataset_list(" archive, staging-2 ,") == ["archive", "staging-2"]
+    with pytest.raises(ConfigurationError) as refused:
+        parse_dataset_list("archive, ../admin")
+    assert refused.value.details["setting"] == "KINFLOW_EXTRA_DATASETS"
