@@ -85,6 +85,10 @@ ObservingPlanner = Callable[[Instance, PlanContext, list[Observation]], Mutation
 Gather = Callable[[Instance, "AsyncClientSession"], Awaitable[list[Observation]]]
 _INSTANCES = {"_type": INSTANCE_TYPE}
 _IO_ROUNDS = 32
+# registry rows + history rows from which parsing, planning and diffing an instance
+# leave the event loop: on a cohort parent they take 0.1-1 s (docs/performance.md),
+# which would stall every request the process serves meanwhile
+_HEAVY_PARTS = 512
 _CHEAP_MISSING_CHECK = 256  # live rows up to which every hop looks for missing children
 
 ENGINE_INDEXES: tuple[IndexSpec, ...] = (
@@ -107,6 +111,16 @@ ENGINE_INDEXES: tuple[IndexSpec, ...] = (
 
 def system_clock() -> datetime:
     return datetime.now(UTC)
+
+
+def _heavy(instance: Instance) -> bool:
+    return len(instance.subworkflows) + len(instance.history) > _HEAVY_PARTS
+
+
+def _heavy_document(document: dict[str, Any]) -> bool:
+    rows, history = document.get("subworkflows"), document.get("history")
+    return (len(rows) if isinstance(rows, list) else 0) + (
+        len(history) if isinstance(history, list) else 0) > _HEAVY_PARTS
 
 
 @dataclass(slots=True)
@@ -618,7 +632,8 @@ class Engine:
 
         async def callback(session: AsyncClientSession) -> Mutation:
             state = await self._load(instance_id, session)
-            mutation = await self._plan(lambda ctx: planner(state, ctx), actor, session)
+            mutation = await self._plan(lambda ctx: planner(state, ctx), actor, session,
+                                        offload=_heavy(state))
             if mutation.dirty:
                 await self._write(mutation, state.rev_, session)
             return mutation
@@ -634,7 +649,8 @@ class Engine:
         async def callback(session: AsyncClientSession) -> Mutation:
             state = await self._load(instance_id, session)
             seen = await gather(state, session)
-            mutation = await self._plan(lambda ctx: planner(state, ctx, seen), actor, session)
+            mutation = await self._plan(lambda ctx: planner(state, ctx, seen), actor, session,
+                                        offload=_heavy(state))
             if mutation.dirty:
                 await self._write(mutation, state.rev_, session)
             return mutation
@@ -881,6 +897,8 @@ class Engine:
         document = await self.lake.get(instance_id, dataset=self.dataset, session=session)
         if document is None or document.get("_type") != INSTANCE_TYPE:
             raise InstanceNotFound(f"no instance {instance_id!r}", instanceId=instance_id)
+        if _heavy_document(document):
+            return await asyncio.to_thread(parse_instance, document)
         return parse_instance(document)
 
     def _context(self, actor: Actor, now: datetime, reads: _Reads) -> PlanContext:
@@ -895,13 +913,22 @@ class Engine:
         plan: Callable[[PlanContext], Mutation],
         actor: Actor,
         session: AsyncClientSession | None,
+        *,
+        offload: bool = False,
     ) -> Mutation:
-        """Plan with one clock reading, satisfying the planner's lake reads as it asks."""
+        """Plan with one clock reading, satisfying the planner's lake reads as it asks.
+
+        ``offload`` plans in a worker thread (a heavy instance), so the event loop
+        keeps serving other requests meanwhile; the plan is pure either way.
+        """
         now = self.clock()
         reads = _Reads()
         for _ in range(_IO_ROUNDS):
             try:
-                return plan(self._context(actor, now, reads))
+                ctx = self._context(actor, now, reads)
+                if offload:
+                    return await asyncio.to_thread(plan, ctx)
+                return plan(ctx)
             except NeedsIO as need:
                 await self._satisfy(need, reads, session)
         raise ContractViolation("a plan needed too many lake reads")
@@ -945,7 +972,11 @@ class Engine:
                      session: AsyncClientSession) -> None:
         if mutation.creates:
             self.faults.check("before-spawn-commit")
-        document = mutation.instance.to_document()
+        heavy = _heavy(mutation.instance)
+        if heavy:
+            document = await asyncio.to_thread(mutation.instance.to_document)
+        else:
+            document = mutation.instance.to_document()
         if mutation.insert:
             sizes.check_write(mutation, document, None)
             stored = await self.lake.create(document, dataset=self.dataset, session=session)
@@ -954,7 +985,11 @@ class Engine:
             mutation.instance.updatedAt_ = stored.get("_updatedAt")
         elif mutation.before is not None and expected_rev is not None:
             # targeted: only what changed (a cohort parent is never rewritten whole)
-            update, filters = patching.diff(mutation.before, document)
+            if heavy:
+                update, filters = await asyncio.to_thread(patching.diff, mutation.before,
+                                                          document)
+            else:
+                update, filters = patching.diff(mutation.before, document)
             sizes.check_write(mutation, document, update)
             moment = self.clock()
             if update:
