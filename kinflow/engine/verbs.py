@@ -88,7 +88,7 @@ class _Commit:
         # a JSON round trip is a deep copy an order of magnitude faster than copy.deepcopy
         text = json.dumps(self.before)
         self.before_bytes = len(text)  # the size guard's estimate of the stored document
-        self.m = Instance.model_validate(json.loads(text))
+        self.m = Instance.model_validate_json(text)  # half the cost of json.loads + validate
         # a caller's verb stays under the instance limit; the engine's own commits
         # (hops, stamps, claims) may use the headroom above it (sizes.py)
         self.engine = engine
