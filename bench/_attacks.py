@@ -130,9 +130,12 @@ async def _invented_datasets(ws_url: str, tally: AttackTally, round_no: int) -> 
                     code = ((payload[0] if isinstance(payload, list) else payload)
                             .get("extensions") or {}).get("code", "graphql")
                     tally.outcomes["invented-datasets"][str(code)] += 1
-                elif message.get("type") == "next":
+                elif message.get("type") == "next":  # execution errors come as `next`
                     answered += 1
-                    tally.outcomes["invented-datasets"]["ok"] += 1
+                    errors = (message.get("payload") or {}).get("errors") or []
+                    code = ((errors[0].get("extensions") or {}).get("code", "graphql")
+                            if errors else "ok")
+                    tally.outcomes["invented-datasets"][str(code)] += 1
             tally.outcomes["invented-datasets"]["unanswered"] += INVENTED_DATASETS - answered
     except Exception as exc:  # tallied, never fatal: the soak goes on
         tally.outcomes["invented-datasets"][type(exc).__name__] += 1
