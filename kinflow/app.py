@@ -57,9 +57,10 @@ _ACTOR = "kinflow.actor"  # the scope key __call__ leaves the authenticated acto
 
 
 async def healthz(request: Request) -> JSONResponse:
-    """200 when the lake answers, 503 otherwise."""
+    """200 when the lake answers, 503 otherwise (at once while the embedded daemon is down)."""
     connection = request.app.state.lake_connection
-    reachable = await connection.lake.ping()
+    keeper = connection.keeper  # None unless on the embedded lake
+    reachable = (keeper is None or keeper.up) and await connection.lake.ping(timeout=2.0)
     hub = request.app.state.hub
     body = {
         "status": "ok" if reachable else "degraded",
@@ -69,6 +70,7 @@ async def healthz(request: Request) -> JSONResponse:
             "embedded": connection.embedded is not None,
             "database": connection.lake.database,
             "dataset": connection.lake.default_dataset,
+            **({"daemon": keeper.report()} if keeper is not None else {}),
         },
         "hub": {
             "running": bool(hub is not None and hub.running),

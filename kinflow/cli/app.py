@@ -115,19 +115,27 @@ def serve(
         )
         raise typer.Exit(2)
     err.print(f"kinflow listening on http://{bind_host}:{bind_port}  (health: /healthz)")
-    uvicorn.run(
+    from kinflow.cli import stopping
+    from kinflow.storage import keeper
+
+    started = stopping.serve(uvicorn.Config(
         "kinflow.app:create_app",
         factory=True,
         host=bind_host,
         port=bind_port,
         log_level="info",
-        timeout_graceful_shutdown=10,
+        timeout_graceful_shutdown=stopping.GRACEFUL_SECONDS,  # all of it bounded: 10 s
         # uvicorn trusts X-Forwarded-For from loopback by default, which would let any
         # local caller pick the address the failed-token throttle counts: trust none
         # unless a proxy is named.
         proxy_headers=bool(settings.forwarded_allow_ips),
         forwarded_allow_ips=",".join(settings.forwarded_allow_ips) or "",
-    )
+    ))  # fmt: skip
+    if keeper.fatal_error:
+        err.print(f"[red]lake-unavailable:[/red] {keeper.fatal_error}")
+        raise typer.Exit(1)
+    if not started:
+        raise typer.Exit(3)  # uvicorn's own start-up failure code
 
 
 @app.command()

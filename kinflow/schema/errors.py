@@ -22,6 +22,7 @@ from strawberry.types.execution import ExecutionResult
 
 from kinflow.errors import KinflowError
 from kinflow.schema.scalars import jsonable
+from kinflow.storage.lake import unavailable
 
 log = logging.getLogger("kinflow.api")
 
@@ -75,6 +76,9 @@ def _with_extensions(
 def shape_error(error: GraphQLError) -> GraphQLError:
     """The client-facing form of one error."""
     original = error.original_error
+    if original is not None and not isinstance(original, KinflowError):
+        # a lake that did not answer, reached past the lake's own mapping
+        original = unavailable(original, "operation") or original
     if isinstance(original, KinflowError):
         return _with_extensions(error, original.message, original.code, original.details)
     if original is None or isinstance(original, GraphQLError):

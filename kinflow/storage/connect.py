@@ -1,8 +1,13 @@
-"""Open the lake the settings describe: a MongoDB URI, or the embedded daemon."""
+"""Open the lake the settings describe: a MongoDB URI, or the embedded daemon.
+
+On the embedded lake every process also runs a keeper (``keeper.py``) that
+notices the daemon dying and starts or follows a new one.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +18,7 @@ from pymongo.errors import PyMongoError
 from kinflow.errors import LakeUnavailable
 from kinflow.settings import Settings
 from kinflow.storage.embedded import EmbeddedLake
+from kinflow.storage.keeper import LakeKeeper
 from kinflow.storage.lake import Lake, content_indexes
 
 
@@ -23,9 +29,15 @@ class LakeConnection:
     lake: Lake
     uri: str
     embedded: EmbeddedLake | None = None
+    keeper: LakeKeeper | None = None
 
     async def close(self) -> None:
-        await self.lake.close()
+        """Close the client and stop a daemon this process owns, each step bounded."""
+        if self.keeper is not None:
+            await self.keeper.stop()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(5.0):
+                await self.lake.close()
         if self.embedded is not None:
             await asyncio.to_thread(self.embedded.stop)
 
@@ -73,7 +85,12 @@ async def open_lake(settings: Settings, *, database: str | None = None) -> LakeC
                 uri=_redacted(uri),
             ) from exc
         raise
-    return LakeConnection(lake, uri, embedded)
+    keeper = None
+    if embedded is not None:
+        keeper = LakeKeeper(embedded, lake, lambda new_uri: make_client(new_uri, settings),
+                            give_up_after=max(2 * settings.embedded_start_timeout, 10.0))
+        keeper.start()
+    return LakeConnection(lake, uri, embedded, keeper)
 
 
 def _redacted(uri: str) -> str:

@@ -12,9 +12,13 @@ Operating rules (measured in the embedded-lake study):
   keeps a week of change-stream history);
 * ``--sync-on-commit`` makes acknowledged commits survive ``kill -9``;
 * the Linux parent-death signal (SIGKILL) stops the daemon when its starter dies;
-* ``lake.json`` records ``{pid, port}`` so a second kinflow process (the CLI
-  next to a running server) reuses the daemon instead of fighting over the
-  WiredTiger lock;
+* ``lake.json`` records ``{pid, port, owner}`` so a second kinflow process
+  (the CLI next to a running server, another API or worker) reuses the
+  daemon instead of fighting over the WiredTiger lock;
+* a daemon that dies is started again on the port it had (``launch``, run
+  by ``kinflow.storage.keeper`` in every process on the data directory), so
+  every client reconnects by itself; a start is only believed when the
+  server answering on the port reports the new daemon's own pid;
 * after a start we run ``killAllSessions``: transactions orphaned by a crashed
   predecessor would otherwise block writers for a minute.
 
@@ -86,14 +90,63 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs; a zombie (dead, not yet reaped by its parent) counts as dead."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rindex(")") + 2] not in "ZX"
     return True
+
+
+_pid_alive = pid_alive  # the name tests/lake imports
+
+
+@dataclass(frozen=True)
+class LakeState:
+    """What ``lake.json`` says: the daemon's pid and port, and the process that started it."""
+
+    pid: int
+    port: int
+    owner: int | None = None
+
+
+def read_state(path: Path) -> LakeState | None:
+    try:
+        state = json.loads(path.read_text())
+        owner = state.get("owner")
+        return LakeState(int(state["pid"]), int(state["port"]),
+                         int(owner) if owner is not None else None)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def answering_pid(port: int, timeout: float = 1.0) -> int | None:
+    """The pid the server on ``port`` reports (``serverStatus``), or None if none answers."""
+    client: MongoClient[dict[str, object]] = MongoClient(
+        uri_for(port), serverSelectionTimeoutMS=int(timeout * 1000),
+        connectTimeoutMS=int(timeout * 1000),
+    )
+    try:
+        pid = client.admin.command("serverStatus").get("pid")
+        return int(pid) if isinstance(pid, int) else None
+    except PyMongoError:
+        return None
+    finally:
+        client.close()
+
+
+def _reap(process: subprocess.Popen[bytes]) -> None:
+    """Kill a daemon that lost its start (it may still be opening the data directory)."""
+    if process.poll() is None:
+        process.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(5)
 
 
 def ping(uri: str, timeout: float = 0.5) -> bool:
@@ -125,6 +178,7 @@ class EmbeddedLake:
     port: int | None = None
     owned: bool = False
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _reused_pid: int | None = field(default=None, repr=False)
 
     @property
     def lake_dir(self) -> Path:
@@ -156,7 +210,7 @@ class EmbeddedLake:
         while True:
             try:
                 return self._spawn()
-            except _Locked:
+            except (_Locked, _PortTaken):
                 # A previous daemon may still be in its ~2 s shutdown.
                 if time.monotonic() > deadline:
                     raise ConfigurationError(
@@ -170,22 +224,45 @@ class EmbeddedLake:
                     return reused
                 time.sleep(0.5)
 
+    @property
+    def pid(self) -> int | None:
+        """The daemon's pid: the one started here, else the one ``lake.json`` named."""
+        if self._process is not None:
+            return self._process.pid
+        return self._reused_pid
+
+    def state(self) -> LakeState | None:
+        return read_state(self.state_file)
+
+    def process_running(self) -> bool:
+        """Whether the daemon this process started still runs (reaping it if it died)."""
+        return self._process is not None and self._process.poll() is None
+
     def _reuse_running(self) -> str | None:
-        try:
-            state = json.loads(self.state_file.read_text())
-            pid, port = int(state["pid"]), int(state["port"])
-        except (OSError, ValueError, KeyError, TypeError):
+        state = self.state()
+        if state is None:
             return None
-        if _pid_alive(pid) and ping(uri_for(port)):
-            self.port, self.owned = port, False
-            return uri_for(port)
+        if pid_alive(state.pid) and ping(uri_for(state.port)):
+            self.follow(state)
+            return uri_for(state.port)
         return None
 
     def _spawn(self) -> str:
+        process, port = self.launch(_free_port())
+        self._wait_ready(process, port)
+        self.record(process, port)
+        self._kill_orphaned_sessions()
+        return uri_for(port)
+
+    def launch(self, port: int) -> tuple[subprocess.Popen[bytes], int]:
+        """Start a daemon on ``port`` and return at once (call on the main thread).
+
+        The parent-death signal is tied to the thread that forks, so a restart
+        launches from the event loop's thread and only waits in a worker thread.
+        """
         self.lake_dir.mkdir(parents=True, exist_ok=True)
         config = self.data_dir / "secantusd.toml"
         config.write_text(CONFIG_TEXT)
-        port = _free_port()
         cmd = [
             _daemon_path(),
             "--config", str(config),
@@ -210,20 +287,29 @@ class EmbeddedLake:
             )
         finally:
             log.close()
-        self._process, self.port, self.owned = process, port, True
-        self._wait_ready(process, port)
-        self.state_file.write_text(json.dumps({"pid": process.pid, "port": port}))
-        self._kill_orphaned_sessions()
-        return uri_for(port)
+        return process, port
 
-    def _wait_ready(self, process: subprocess.Popen[bytes], port: int) -> None:
+    def record(self, process: subprocess.Popen[bytes], port: int) -> None:
+        """Adopt a ready daemon: this process owns it now, and ``lake.json`` says so."""
+        self._process, self.port, self.owned, self._reused_pid = process, port, True, None
+        self.state_file.write_text(json.dumps({"pid": process.pid, "port": port,
+                                               "owner": os.getpid()}))
+
+    def follow(self, state: LakeState) -> None:
+        """Use the daemon another process started (``lake.json``); this one owns none."""
+        self._process, self.port, self.owned, self._reused_pid = None, state.port, False, state.pid
+
+    def wait_ready(self, process: subprocess.Popen[bytes], port: int) -> None:
+        """Block until ``process`` answers on ``port`` (safe in a worker thread)."""
+        started = self.log_file.stat().st_size if self.log_file.exists() else 0
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                tail = self._log_tail()
-                self._process, self.port, self.owned = None, None, False
+                tail = self._log_tail(started)
                 if LOCKED_MARKER in tail:
                     raise _Locked()
+                if "in use" in tail:  # another daemon holds the port
+                    raise _PortTaken()
                 raise ConfigurationError(
                     f"the embedded lake exited at start (code {process.returncode}); "
                     f"see {self.log_file}",
@@ -231,18 +317,32 @@ class EmbeddedLake:
                     log_tail=tail[-2000:],
                 )
             if ping(uri_for(port), timeout=0.2):
-                return
+                answering = answering_pid(port)
+                if answering == process.pid:
+                    return
+                if answering is not None:  # another daemon on this port: ours will fail
+                    _reap(process)
+                    raise _PortTaken()
             time.sleep(0.05)
-        self.stop()
+        _reap(process)
         raise ConfigurationError(
             f"the embedded lake did not answer within {self.start_timeout:.0f} s; "
             f"see {self.log_file}",
             timeout=self.start_timeout,
         )
 
-    def _log_tail(self) -> str:
+    def _wait_ready(self, process: subprocess.Popen[bytes], port: int) -> None:
         try:
-            return self.log_file.read_text(errors="replace")[-4000:]
+            self.wait_ready(process, port)
+        except BaseException:
+            self._process, self.port, self.owned = None, None, False
+            raise
+
+    def _log_tail(self, start: int = 0) -> str:
+        try:
+            with self.log_file.open("rb") as log:
+                log.seek(start)
+                return log.read().decode(errors="replace")[-4000:]
         except OSError:
             return ""
 
@@ -288,3 +388,7 @@ class EmbeddedLake:
 
 class _Locked(Exception):
     """The WiredTiger directory is held by another daemon."""
+
+
+class _PortTaken(Exception):
+    """Another server answers on the port the new daemon was to use."""

@@ -303,8 +303,8 @@ class ChangeHub:
 
     async def _run(self) -> None:
         attempt = 0
-        coll = self.lake.collection(self.dataset)
         while True:
+            coll = self.lake.collection(self.dataset)  # the lake may have a new client now
             try:
                 options: dict[str, Any] = {"full_document": "updateLookup"}
                 if self.resume_token is not None:

@@ -13,14 +13,16 @@ engine can add its own without the lake learning what they mean.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pymongo
 from pymongo import AsyncMongoClient
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import ConnectionFailure, DuplicateKeyError, InvalidOperation, PyMongoError
 
 from kinflow.errors import DocumentExists, InvalidInput, LakeUnavailable, RevisionConflict
 from kinflow.storage.documents import (
@@ -73,6 +75,23 @@ def content_indexes(spec: str | None) -> list[IndexSpec]:
             name = "content_" + "_".join(p.replace(".", "-") for p in paths)
             specs.append(IndexSpec(name, tuple((p, 1) for p in paths)))
     return specs
+
+
+def unavailable(exc: BaseException, verb: str) -> LakeUnavailable | None:
+    """The typed refusal for an error that means the lake did not answer, else None.
+
+    A lost connection, no server to select, a deadline that passed (the
+    operation timeout), or the client being swapped for a restarted daemon's:
+    the caller may retry later. Anything else is a real error and stays one.
+    """
+    closed = isinstance(exc, InvalidOperation) and "after close" in str(exc)
+    if closed or isinstance(exc, ConnectionFailure) or (
+        isinstance(exc, PyMongoError) and exc.timeout
+    ):
+        reason = str(exc).split(", Timeout:")[0].split(" (configured")[0][:300]
+        return LakeUnavailable(f"the lake did not answer: {reason}", verb=verb,
+                               cause=type(exc).__name__)  # fmt: skip
+    return None
 
 
 BASE_INDEXES: tuple[IndexSpec, ...] = (
@@ -130,20 +149,39 @@ class Lake:
             for name in sorted(self._ready):
                 await self.db[name].create_indexes([spec.model() for spec in added])
 
-    async def ping(self) -> bool:
+    async def ping(self, timeout: float = 5.0) -> bool:
         try:
-            with pymongo.timeout(min(self.operation_timeout, 5.0)):
+            with pymongo.timeout(min(self.operation_timeout, timeout)):
                 await self.client.admin.command("ping")
             return True
         except PyMongoError:
             return False
+
+    @contextlib.contextmanager
+    def bounded(self, verb: str) -> Iterator[None]:
+        """One operation under the operation timeout; a lake that did not answer is typed."""
+        try:
+            with pymongo.timeout(self.operation_timeout):
+                yield
+        except PyMongoError as exc:
+            refusal = unavailable(exc, verb)
+            if refusal is not None:
+                raise refusal from exc
+            raise
+
+    async def use_client(self, client: AsyncMongoClient[Document]) -> None:
+        """Talk to another server from now on (the embedded daemon moved port)."""
+        old, self.client = self.client, client
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(5.0):
+                await old.close()
 
     # -- reads -----------------------------------------------------------
 
     async def get(
         self, doc_id: str, *, dataset: str | None = None, session: AsyncClientSession | None = None
     ) -> Document | None:
-        with pymongo.timeout(self.operation_timeout):
+        with self.bounded("get"):
             return await self.collection(dataset).find_one({"_id": doc_id}, session=session)
 
     async def get_many(
@@ -156,7 +194,7 @@ class Lake:
         """Documents by id in one round trip; missing ids are absent from the result."""
         if not ids:
             return {}
-        with pymongo.timeout(self.operation_timeout):
+        with self.bounded("get"):
             cursor = self.collection(dataset).find({"_id": {"$in": list(ids)}}, session=session)
             return {doc["_id"]: doc async for doc in cursor}
 
@@ -170,7 +208,7 @@ class Lake:
         limit: int = 0,
         projection: Mapping[str, Any] | None = None,
     ) -> list[Document]:
-        with pymongo.timeout(self.operation_timeout):
+        with self.bounded("find"):
             cursor = self.collection(dataset).find(
                 dict(filter_), projection=projection, session=session, limit=limit
             )
@@ -182,7 +220,7 @@ class Lake:
         self, filter_: Mapping[str, Any], *, dataset: str | None = None,
         session: AsyncClientSession | None = None,
     ) -> int:  # fmt: skip
-        with pymongo.timeout(self.operation_timeout):
+        with self.bounded("count"):
             return await self.collection(dataset).count_documents(dict(filter_), session=session)
 
     # -- writes ----------------------------------------------------------
@@ -198,7 +236,7 @@ class Lake:
         """Insert a new document; an existing ``_id`` raises ``DocumentExists``."""
         stored = stamp_created(check_new_document(dict(doc)), now or utcnow())
         try:
-            with pymongo.timeout(self.operation_timeout):
+            with self.bounded("create"):
                 await self.collection(dataset).insert_one(stored, session=session)
         except DuplicateKeyError as exc:
             raise DocumentExists(f"document {stored['_id']!r} already exists",
@@ -218,7 +256,7 @@ class Lake:
         if not stored:
             return []
         try:
-            with pymongo.timeout(self.operation_timeout):
+            with self.bounded("create"):
                 await self.collection(dataset).insert_many(stored, session=session, ordered=True)
         except (DuplicateKeyError, pymongo.errors.BulkWriteError) as exc:
             if isinstance(exc, pymongo.errors.BulkWriteError) and not _only_duplicates(exc):
@@ -239,7 +277,7 @@ class Lake:
         body = check_new_document(dict(doc))
         doc_id = body["_id"]
         coll = self.collection(dataset)
-        with pymongo.timeout(self.operation_timeout):
+        with self.bounded("replace"):
             if expected_rev is None:
                 current = await coll.find_one({"_id": doc_id}, {"_createdAt": 1}, session=session)
                 created = current.get("_createdAt") if current else None
@@ -289,7 +327,7 @@ class Lake:
         if expected_rev is not None:
             query["_rev"] = expected_rev
         coll = self.collection(dataset)
-        with pymongo.timeout(self.operation_timeout):
+        with self.bounded("update"):
             result = await coll.update_one(
                 query,
                 ops,
@@ -341,7 +379,7 @@ class Lake:
         query: dict[str, Any] = {"_id": doc_id}
         if expected_rev is not None:
             query["_rev"] = expected_rev
-        with pymongo.timeout(self.operation_timeout):
+        with self.bounded("delete"):
             result = await self.collection(dataset).delete_one(query, session=session)
         if expected_rev is not None and result.deleted_count == 0:
             raise RevisionConflict(f"document {doc_id!r} changed since it was loaded",
@@ -368,8 +406,11 @@ class Lake:
                 deadline=self.operation_timeout,
                 on_retry=on_retry,
             )
-        except pymongo.errors.ServerSelectionTimeoutError as exc:
-            raise LakeUnavailable(f"the lake is unreachable: {exc}", verb=verb) from exc
+        except PyMongoError as exc:
+            refusal = unavailable(exc, verb)
+            if refusal is not None:
+                raise refusal from exc
+            raise
 
     async def close(self) -> None:
         await self.client.close()

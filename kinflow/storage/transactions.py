@@ -10,6 +10,11 @@ Retried: errors labelled ``TransientTransactionError`` (WriteConflict among
 them) and a ``RevisionConflict`` raised by a fenced write inside the callback
 (another commit won; a fresh load will see it). A commit whose outcome is
 unknown (``UnknownTransactionCommitResult``) is re-committed.
+
+Every attempt shares one deadline (the operation timeout): a lake that stops
+answering (its daemon killed and restarting, say) is retried while time is
+left, then refused as ``lake-unavailable``, never waited on attempt after
+attempt.
 """
 
 from __future__ import annotations
@@ -57,9 +62,14 @@ async def run_transaction(
 ) -> T:
     """Run ``callback(session)`` inside a transaction; return its result after commit."""
     last: BaseException | None = None
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline
     for attempt in range(attempts):
+        left = end - loop.time()
+        if left <= 0:
+            break
         try:
-            with pymongo.timeout(deadline):
+            with pymongo.timeout(left):
                 async with client.start_session() as session:
                     await session.start_transaction()
                     try:
@@ -75,20 +85,28 @@ async def run_transaction(
         except KinflowError:
             raise
         except PyMongoError as exc:
-            if not _is_transient(exc):
-                if isinstance(exc, ConnectionFailure):
-                    raise LakeUnavailable(f"the lake is unreachable: {exc}", verb=verb) from exc
+            if not _is_transient(exc) or exc.timeout:
+                if isinstance(exc, ConnectionFailure) or exc.timeout:
+                    raise _unavailable(exc, verb) from exc
                 raise
             last = exc
         if on_retry is not None:
             on_retry(attempt, last)
         await backoff(attempt)
+    if isinstance(last, ConnectionFailure):
+        raise _unavailable(last, verb) from last
     raise ConcurrentModification(
         f"{verb} kept conflicting with concurrent writes; try again",
         verb=verb,
         attempts=attempts,
         cause=type(last).__name__ if last else None,
     )
+
+
+def _unavailable(exc: PyMongoError, verb: str) -> LakeUnavailable:
+    reason = str(exc).split(", Timeout:")[0].split(" (configured")[0][:300]
+    return LakeUnavailable(f"the lake did not answer: {reason}", verb=verb,
+                           cause=type(exc).__name__)  # fmt: skip
 
 
 async def _commit(session: AsyncClientSession) -> None:

@@ -40,9 +40,12 @@ def serving(data_dir: Path) -> Iterator[str]:
 def test_serve_reports_health_and_the_lake_survives_a_restart(data_dir: Path) -> None:
     with serving(data_dir) as base:
         status, body = _get(f"{base}/healthz")
-        assert status == 200 and body["lake"] == {
+        lake = dict(body["lake"])  # type: ignore[call-overload]
+        daemon = lake.pop("daemon")
+        assert status == 200 and lake == {
             "reachable": True, "embedded": True, "database": "kinflow", "dataset": "production",
         }  # fmt: skip
+        assert daemon["state"] == "up" and daemon["owner"] is True and daemon["restarts"] == 0
         state = json.loads((data_dir / "lake.json").read_text())
         client: MongoClient[dict[str, object]] = MongoClient(f"mongodb://127.0.0.1:{state['port']}")
         client.kinflow.production.insert_one({"_id": "kept", "_type": "note"})

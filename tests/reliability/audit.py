@@ -1,0 +1,44 @@
+"""After a multi-process run: reopen the lake, finish what is owed, check everything.
+
+Runs once every kinflow process of the test has stopped: the test starts
+the data directory's daemon itself, lets the heartbeat settle (with the
+``ship`` handler registered, so a pending effect runs here and is counted
+like any other run), then asserts the subworkflow invariants and the order
+checks (nothing acknowledged lost, no child stamped twice, no effect run
+twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from typing import Any
+
+from kinflow.engine import Engine
+from kinflow.storage.embedded import EmbeddedLake
+from tests.reliability.family import open_lake
+from tests.reliability.invariants import Ledger, settle
+from tests.reliability.orders import Tally, check_orders
+from tests.reliability.procs import Fleet
+from tests.reliability.ship_handler import register
+
+
+async def audit(fleet: Fleet, tally: Tally, seed: int) -> dict[str, Any]:
+    daemon = EmbeddedLake(fleet.data_dir)
+    uri = await asyncio.to_thread(daemon.start)
+    lake = open_lake(uri, "kinflow")
+    os.environ["KINFLOW_TEST_EFFECT_LOG"] = str(fleet.effect_log)
+    try:
+        engine = Engine(lake)
+        register(engine)
+        await engine.ensure_ready()
+        repaired = await settle(engine)
+        ledger = Ledger()
+        await ledger.check(engine, random.Random(seed))
+        figures = await check_orders(engine, tally, fleet.effect_log, fleet.killed)
+        return {**figures, "repaired": repaired, "checks": ledger.checks}
+    finally:
+        os.environ.pop("KINFLOW_TEST_EFFECT_LOG", None)
+        await lake.close()
+        await asyncio.to_thread(daemon.stop)
