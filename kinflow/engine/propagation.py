@@ -23,7 +23,8 @@ a frontend sees the parent move in the child's own response). Beyond that it
 returns at once and the parent reacts in background rounds. ``"inline"`` and
 ``"background"`` force one behaviour (tests and comparisons). In the
 background, rounds on one parent are paced: after a round that took ``t``
-seconds the next starts no sooner than ``pace * t`` later, so rounds take a
+seconds the next starts no sooner than ``pace * t`` later (or as soon as the
+requests stop for ``QUIET_SECONDS``: the burst is over), so rounds take a
 bounded share of the process however large the parent grows, and each round
 absorbs every completion that arrived meanwhile. The number of rounds over a
 cohort's life then stays roughly constant as the cohort grows, instead of one
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 
 INLINE_LIVE_ROWS = 32  # cohorts up to this many live rows propagate inline in "auto" mode
 _REMEMBERED = 4096  # parents whose cohort size this process remembers
+QUIET_SECONDS = 0.25  # no request for this long ends a round's pacing early
 MODES = ("auto", "inline", "background")
 
 
@@ -116,11 +118,26 @@ class Propagator:
                     if not future.done():
                         future.set_result(None)
                 if flight.waiters and not self.waits_for(parent_id):
-                    await asyncio.sleep((time.monotonic() - started) * self.pace)
+                    await self._paced(flight, (time.monotonic() - started) * self.pace)
         finally:
             flight.task = None
             if not flight.waiters:
                 self._flights.pop(parent_id, None)
+
+    async def _paced(self, flight: _Flight, seconds: float) -> None:
+        """Wait ``seconds`` before the next round, or less once the requests stop.
+
+        While children keep completing, the next round waits its full pace and then
+        absorbs all of them. When no request arrived for ``QUIET_SECONDS`` the burst
+        is over, and the round that stamps its last children starts at once instead
+        of after a pause as long as two rounds.
+        """
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            before = len(flight.waiters)
+            await asyncio.sleep(min(QUIET_SECONDS, left))
+            if len(flight.waiters) == before:
+                return
 
     async def idle(self) -> None:
         """Wait until no round is running or owed in this process."""

@@ -58,3 +58,22 @@ async def test_forced_modes() -> None:
     assert background.waits_for("fresh") is False
     with pytest.raises(ValueError):
         Propagator(rounds, mode="sometimes")
+
+
+async def test_pacing_ends_when_the_requests_stop() -> None:
+    """The round for a burst's last completions does not wait out the whole pace."""
+
+    class Slow(Rounds):
+        async def __call__(self, parent_id: str) -> int | None:
+            await asyncio.sleep(0.2)
+            return await super().__call__(parent_id)
+
+    rounds = Slow(live=INLINE_LIVE_ROWS + 1)
+    propagator = Propagator(rounds, mode="background", pace=40.0)  # a pace of 8 s
+    await propagator.request("p")
+    await asyncio.sleep(0.05)
+    await propagator.request("p")  # arrives while the first round runs
+    started = asyncio.get_running_loop().time()
+    await asyncio.wait_for(propagator.idle(), 30)
+    assert rounds.ran == ["p", "p"]
+    assert asyncio.get_running_loop().time() - started < 4.0  # not the 8 s pace
