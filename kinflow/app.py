@@ -204,7 +204,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         finally:
             stop_worker.set()
             # every subscription ends and every stream closes at once, each bounded
-            await stop_bounded(hubs, worker_task)
+            await stop_bounded(hubs, worker_task, grace=2.0)  # within serve's 10 s
             await connection.close()
 
     return Starlette(

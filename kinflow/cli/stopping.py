@@ -22,7 +22,7 @@ import uvicorn
 
 log = logging.getLogger("kinflow")
 EXIT_AFTER = 9.0  # seconds from the first signal to the watchdog's exit
-GRACEFUL_SECONDS = 3  # uvicorn's wait for open connections, out of that budget
+GRACEFUL_SECONDS = 2  # uvicorn's wait for open connections, out of that budget
 
 _armed = threading.Event()
 

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 from collections import Counter
 
 from kinflow.cli.stopping import arm_watchdog
@@ -25,7 +26,7 @@ from kinflow.storage import ChangeHub, keeper, open_lake
 from kinflow.worker import Worker
 
 log = logging.getLogger("kinflow.worker")
-FINISH_SECONDS = 4.0  # the current item's time to finish after a stop signal
+FINISH_SECONDS = 2.5  # the current item's time to finish after a stop signal
 
 
 async def run_worker(*, once: bool, interval: float | None) -> str | None:
@@ -55,7 +56,7 @@ async def run_worker(*, once: bool, interval: float | None) -> str | None:
         elif not task.cancelled() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
     finally:
-        await hub.stop(timeout=2.0)
+        await hub.stop(timeout=1.5)
         await connection.close()
     if keeper.fatal_error:
         raise LakeUnavailable(keeper.fatal_error)
@@ -64,6 +65,9 @@ async def run_worker(*, once: bool, interval: float | None) -> str | None:
 
 async def _run(worker: Worker, hub: ChangeHub, stop: asyncio.Event) -> None:
     await hub.start()
+    await worker.ensure_ready()
+    print(f"kinflow worker {worker.worker_id} running (stop with Ctrl-C)", file=sys.stderr,
+          flush=True)
     await worker.run(stop)
 
 

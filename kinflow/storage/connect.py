@@ -36,7 +36,7 @@ class LakeConnection:
         if self.keeper is not None:
             await self.keeper.stop()
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(5.0):
+            async with asyncio.timeout(2.0):  # it ends sessions: a dead lake never answers
                 await self.lake.close()
         if self.embedded is not None:
             await asyncio.to_thread(self.embedded.stop)

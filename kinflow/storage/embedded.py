@@ -37,6 +37,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,6 +180,7 @@ class EmbeddedLake:
     owned: bool = False
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _reused_pid: int | None = field(default=None, repr=False)
+    _cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
     def lake_dir(self) -> Path:
@@ -299,11 +301,18 @@ class EmbeddedLake:
         """Use the daemon another process started (``lake.json``); this one owns none."""
         self._process, self.port, self.owned, self._reused_pid = None, state.port, False, state.pid
 
+    def cancel_waits(self) -> None:
+        """End a ``wait_ready`` running in a thread (this process is stopping)."""
+        self._cancelled.set()
+
     def wait_ready(self, process: subprocess.Popen[bytes], port: int) -> None:
         """Block until ``process`` answers on ``port`` (safe in a worker thread)."""
         started = self.log_file.stat().st_size if self.log_file.exists() else 0
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
+            if self._cancelled.is_set():
+                _reap(process)
+                raise ConfigurationError("the embedded lake's start was cancelled")
             if process.poll() is not None:
                 tail = self._log_tail(started)
                 if LOCKED_MARKER in tail:

@@ -100,6 +100,7 @@ class LakeKeeper:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
+        self.embedded.cancel_waits()  # a restart waiting in a thread would delay the exit
         if task is not None:
             task.cancel()
             await asyncio.wait({task}, timeout=5.0)

@@ -90,9 +90,15 @@ class Fleet:
         self.wait_healthy(proc)
         return proc
 
-    def worker(self, name: str) -> Proc:
+    def worker(self, name: str, timeout: float = 90.0) -> Proc:
+        """A ``kinflow worker``, once it says it is running."""
         proc = Proc(name, self._spawn(name, ["worker"], self._env()))
         self.procs.append(proc)
+        began = time.monotonic()
+        while "running (stop with Ctrl-C)" not in self.log_tail(name):
+            assert proc.alive(), f"{name} exited: {self.log_tail(name)}"
+            assert time.monotonic() - began < timeout, f"{name} never said it was running"
+            time.sleep(0.1)
         return proc
 
     def wait_healthy(self, proc: Proc, timeout: float = 90.0) -> float:
@@ -138,13 +144,15 @@ class Fleet:
         began = time.monotonic()
         for proc in live:
             os.killpg(proc.pid, signal.SIGTERM)
-        for proc in live:
-            try:
-                proc.process.wait(STOP_LIMIT + 20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.process.wait(10)
+        while live and time.monotonic() - began < STOP_LIMIT + 20:
+            for proc in [p for p in live if not p.alive()]:
+                self.stop_seconds[proc.name] = time.monotonic() - began
+                live.remove(proc)
+            time.sleep(0.05)
+        for proc in live:  # still there: a failure the test reports
             self.stop_seconds[proc.name] = time.monotonic() - began
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.process.wait(10)
 
     def cleanup(self) -> None:
         for proc in self.procs:

@@ -196,3 +196,35 @@ async def test_the_lake_dies_and_every_process_recovers(tmp_path: Path, seed: in
 async def test_lake_death_soak(tmp_path: Path, seed: int) -> None:
     line = await run_deaths(tmp_path / "lake", seed, clients=8, daemon_kills=5, gap=20.0)
     record("lake-death-soak", line)
+
+
+async def test_every_process_stops_within_10_s_of_sigterm_while_the_lake_is_gone(
+        tmp_path: Path) -> None:
+    """The daemon killed and kept from starting again, calls waiting on it: SIGTERM still wins."""
+    fleet = Fleet(tmp_path / "lake", env={"KINFLOW_OPERATION_TIMEOUT": "60"})
+    try:
+        owner = fleet.api("owner", worker=True)
+        fleet.api("other", worker=False)
+        fleet.worker("worker")
+        assert owner.base is not None
+        await deploy(owner.base)
+        await asyncio.sleep(1.0)
+        tally = Tally()
+        fleet.kill_daemon()
+        holding = asyncio.create_task(hold_lock(fleet.data_dir, 30.0))
+        await asyncio.sleep(1.0)
+        # calls now wait on the lake (a 60 s operation timeout); stop everything meanwhile
+        waiting = [asyncio.create_task(drive(Apis([p.base], random.Random(0)), 2, 1.0, tally))
+                   for p in fleet.procs if p.base is not None]
+        await asyncio.sleep(2.0)
+        await asyncio.to_thread(fleet.stop_all)
+        holding.cancel()
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, holding, return_exceptions=True)
+    finally:
+        await asyncio.to_thread(fleet.cleanup)
+    record("lake-gone-sigterm", "stopped while the lake was gone: " + ", ".join(
+        f"{name} {seconds:.1f} s" for name, seconds in fleet.stop_seconds.items()))
+    assert max(fleet.stop_seconds.values()) < STOP_LIMIT, fleet.stop_seconds
+    assert "internal-error" not in tally.codes
