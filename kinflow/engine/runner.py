@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -89,6 +90,7 @@ _IO_ROUNDS = 32
 # leave the event loop: on a cohort parent they take 0.1-1 s (docs/performance.md),
 # which would stall every request the process serves meanwhile
 _HEAVY_PARTS = 512
+_KEPT_HEAVY = 8  # heavy instances (cohort parents) kept parsed between commits, by _rev
 _CHEAP_MISSING_CHECK = 256  # live rows up to which every hop looks for missing children
 
 ENGINE_INDEXES: tuple[IndexSpec, ...] = (
@@ -206,6 +208,9 @@ class Engine:
         # and the parent reacts in paced, coalesced rounds. "inline"/"background" force one
         self.propagator = Propagator(self._round, mode=propagation)
         self._ready = False
+        # the last committed state of a few heavy instances: a round on a cohort
+        # parent then reads only its _rev instead of reading and parsing megabytes
+        self._kept: OrderedDict[str, Instance] = OrderedDict()
 
     async def ensure_ready(self) -> None:
         """Declare the engine's indexes and create the dataset (idempotent)."""
@@ -894,12 +899,35 @@ class Engine:
         return stamped.instance
 
     async def _load(self, instance_id: str, session: AsyncClientSession) -> Instance:
+        """The instance as of this transaction's snapshot.
+
+        A heavy instance kept from its last commit here is reused when the
+        snapshot's ``_rev`` is the kept one (every write to an instance gives it a
+        new ``_rev``); planners never modify the state they are given.
+        """
+        kept = self._kept.get(instance_id)
+        if kept is not None:
+            found = await self.lake.find({"_id": instance_id}, dataset=self.dataset,
+                                         session=session, projection={"_rev": 1, "_type": 1},
+                                         limit=1)
+            if found and found[0].get("_rev") == kept.rev_:
+                self._kept.move_to_end(instance_id)
+                return kept
+            self._kept.pop(instance_id, None)
         document = await self.lake.get(instance_id, dataset=self.dataset, session=session)
         if document is None or document.get("_type") != INSTANCE_TYPE:
             raise InstanceNotFound(f"no instance {instance_id!r}", instanceId=instance_id)
         if _heavy_document(document):
-            return await asyncio.to_thread(parse_instance, document)
+            state = await asyncio.to_thread(parse_instance, document)
+            self._keep(state)
+            return state
         return parse_instance(document)
+
+    def _keep(self, state: Instance) -> None:
+        self._kept[state.id_] = state
+        self._kept.move_to_end(state.id_)
+        while len(self._kept) > _KEPT_HEAVY:
+            self._kept.popitem(last=False)
 
     def _context(self, actor: Actor, now: datetime, reads: _Reads) -> PlanContext:
         return PlanContext(
@@ -998,6 +1026,8 @@ class Engine:
                     dataset=self.dataset, session=session, array_filters=filters or None,
                     now=moment)
                 mutation.instance.updatedAt_ = iso_moment(moment)
+                if heavy:  # reused only if this transaction commits (its _rev then exists)
+                    self._keep(mutation.instance)
         else:
             sizes.check_write(mutation, document, None)
             stored = await self.lake.replace(document, expected_rev=expected_rev,
