@@ -19,11 +19,13 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from kinflow.engine.state import ActorModel
 from kinflow.groq.budget import Budget
+from kinflow.timestamps import iso as iso  # re-exported: engine modules import it here
+from kinflow.timestamps import parse_iso as parse_iso
 
 ActorKind = Literal["person", "agent", "system"]
 
@@ -125,16 +127,6 @@ class NeedsDefinition(NeedsIO):
 
 def query_key(query: str, params: dict[str, Any]) -> str:
     return query + "\x00" + json.dumps(params, sort_keys=True, default=str)
-
-
-def iso(moment: datetime) -> str:
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def parse_iso(text: str) -> datetime:
-    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def random_key() -> str:

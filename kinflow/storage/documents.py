@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kinflow.errors import InvalidInput
+from kinflow.timestamps import iso
 
 SYSTEM_KEYS = ("_id", "_type", "_rev", "_createdAt", "_updatedAt")
 
@@ -23,18 +24,6 @@ def new_rev() -> str:
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def iso(moment: datetime) -> str:
-    """ISO-8601 in UTC with millisecond precision and a ``Z`` suffix."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def parse_iso(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def check_new_document(doc: Any) -> dict[str, Any]:
