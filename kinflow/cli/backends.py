@@ -14,9 +14,12 @@ from typing import Any, Protocol
 
 import httpx
 
-from kinflow.engine import Actor, Engine, Instance, OperationResult
+from kinflow.core import readmodel
+from kinflow.engine import Actor, Engine, OperationResult
+from kinflow.engine.state import INSTANCE_TYPE
 from kinflow.errors import KinflowError, ServerUnreachable
 from kinflow.plugins import build_engine
+from kinflow.schema.rows import registry_rows
 from kinflow.settings import Settings
 from kinflow.storage import LakeConnection, open_lake
 
@@ -58,41 +61,30 @@ class RemoteError(KinflowError):
 # ---------------------------------------------------------------- views
 
 
-def row_status(row: Any) -> str:
-    if row.resolved is not None:
-        return "ABORTED" if row.resolved.aborted else "DONE"
-    if row.observed is not None:
-        return row.observed.status.upper()
-    return "ACTIVE"
+def instance_view(doc: dict[str, Any]) -> dict[str, Any]:
+    """The GraphQL ``WorkflowInstance`` fields the CLI shows, from a stored instance.
 
-
-def instance_view(instance: Instance) -> dict[str, Any]:
-    """The GraphQL ``WorkflowInstance`` fields the CLI shows, from an engine instance."""
-    entry = instance.open_entry()
-    status = {"in-flight": "ACTIVE", "completed": "COMPLETED", "aborted": "ABORTED"}
-    rows = []
-    for row in instance.subworkflows:
-        stage = row.resolved.stage if row.resolved else (
-            row.observed.stage if row.observed else None)  # fmt: skip
-        rows.append({
-            "rowKey": row.rowKey, "activity": row.activity, "action": row.action,
-            "definition": row.definition, "current": entry is not None
-            and row.stageEntry == entry.key_, "status": row_status(row), "stage": stage,
-            "childId": row.ref.id.rsplit(":", 1)[-1],
-            "condemned": row.abortPending is not None and row.resolved is None,
-            "abortReason": row.abortPending.reason if row.abortPending else None,
-        })  # fmt: skip
+    Built from the same read model as the API (``kinflow.core.readmodel`` and
+    the registry rows), so local and remote commands print the same thing.
+    """
+    rows = [{
+        "rowKey": row.row_key, "activity": row.activity, "action": row.action,
+        "definition": row.definition, "current": row.current, "status": row.status.upper(),
+        "stage": row.stage, "childId": row.child_id, "condemned": row.condemned,
+        "abortReason": row.abort_reason,
+    } for row in registry_rows(doc)]  # fmt: skip
     return {
-        "id": instance.id_,
-        "definition": instance.definition,
-        "version": instance.pinnedVersion,
-        "status": status[instance.terminal_state],
-        "currentStage": instance.currentStage,
-        "nextEvaluationAt": instance.nextEvaluationAt,
-        "revision": instance.rev_,
+        "id": doc["_id"],
+        "definition": doc.get("definition"),
+        "version": doc.get("pinnedVersion"),
+        "status": readmodel.instance_status(doc).upper(),
+        "currentStage": doc.get("currentStage"),
+        "nextEvaluationAt": doc.get("nextEvaluationAt"),
+        "revision": doc.get("_rev"),
         "activities": [
-            {"name": a.name, "status": a.status, "firedActions": list(a.firedActions or [])}
-            for a in (entry.activities if entry else [])
+            {"name": a["name"], "status": a["status"],
+             "firedActions": list(a.get("firedActions") or [])}
+            for a in readmodel.activities(doc)
         ],
         "subworkflows": rows,
     }
@@ -100,7 +92,7 @@ def instance_view(instance: Instance) -> dict[str, Any]:
 
 def result_view(result: OperationResult) -> dict[str, Any]:
     return {
-        "instance": instance_view(result.instance),
+        "instance": instance_view(result.instance.to_json()),
         "changed": result.changed,
         "cascaded": result.cascaded,
         "nextEvaluationAt": result.next_evaluation_at,
@@ -157,16 +149,14 @@ class LocalBackend:
         return result_view(await self.engine.tick(instance_id, actor=CLI_ACTOR))
 
     async def instance(self, instance_id: str) -> dict[str, Any]:
-        return instance_view(await self.engine.get_instance(instance_id))
+        return instance_view((await self.engine.get_instance(instance_id)).to_json())
 
     async def instances(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
-        from kinflow.engine.state import parse_instance
-
         found = await self.connection.lake.get_many(list(ids))
         return {
-            doc_id: instance_view(parse_instance(doc))
+            doc_id: instance_view(doc)
             for doc_id, doc in found.items()
-            if doc.get("_type") == "kinflow.instance"
+            if doc.get("_type") == INSTANCE_TYPE
         }
 
     async def groq(self, query: str, params: dict[str, Any]) -> Any:

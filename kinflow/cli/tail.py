@@ -16,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+from kinflow.core.readmodel import instance_status
 from kinflow.engine.state import INSTANCE_TYPE
 from kinflow.errors import ServerUnreachable
 from kinflow.schema.hubs import instance_topics, parent_topic
@@ -24,9 +25,8 @@ from kinflow.storage import ALL, ChangeHub, open_lake
 
 
 def status_of(doc: Mapping[str, Any]) -> str:
-    if doc.get("abortedAt"):
-        return "ABORTED"
-    return "COMPLETED" if doc.get("completedAt") else "ACTIVE"
+    """The read model's status as the API's enum name (what the remote mode prints)."""
+    return instance_status(doc).upper()
 
 
 def event_line(at: str, kind: str, view: Mapping[str, Any]) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 from strawberry.dataloader import DataLoader
 
+from kinflow.core import readmodel
 from kinflow.engine.state import INSTANCE_TYPE
 from kinflow.storage import Lake
 from kinflow.storage.gdr import document_id, format_gdr
@@ -45,15 +46,15 @@ class Loaders:
         """Direct children of each parent: one query over every parent's GDR."""
         gdrs = {format_gdr(self.dataset, pid): pid for pid in parent_ids}
         found = await self.lake.find(
-            {"_type": INSTANCE_TYPE, "ancestors.id": {"$in": list(gdrs)}},
+            {"_type": INSTANCE_TYPE, **readmodel.children_of_any_filter(gdrs)},
             dataset=self.dataset,
             sort=[("_id", 1)],
         )
         by_parent: dict[str, list[Doc]] = defaultdict(list)
         for doc in found:
-            ancestors = doc.get("ancestors") or []
-            if ancestors and ancestors[-1].get("id") in gdrs:
-                by_parent[gdrs[ancestors[-1]["id"]]].append(doc)
+            parent = readmodel.parent_gdr(doc)
+            if parent in gdrs:
+                by_parent[gdrs[parent]].append(doc)
         return [by_parent.get(pid, []) for pid in parent_ids]
 
     async def instance(self, instance_id: str) -> Doc | None:
@@ -65,7 +66,5 @@ class Loaders:
 
 def parent_id(doc: Doc) -> str | None:
     """The bare id of an instance's direct parent (the last ancestor), if any."""
-    ancestors = doc.get("ancestors") or []
-    if not ancestors:
-        return None
-    return document_id(str(ancestors[-1].get("id")))
+    parent = readmodel.parent_gdr(doc)
+    return document_id(parent) if parent is not None else None

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import strawberry
 
+from kinflow.core import readmodel
 from kinflow.engine.deploy import DEFINITION_TYPE
 from kinflow.engine.errors import DefinitionNotFound, InstanceNotFound
 from kinflow.engine.state import INSTANCE_TYPE
@@ -19,7 +20,6 @@ from kinflow.schema.types import (
     Cohort,
     InstanceConnection,
     InstanceFilter,
-    InstanceStatus,
     PageInfo,
     WorkflowDefinition,
     WorkflowInstance,
@@ -31,39 +31,25 @@ from kinflow.storage.gdr import check_document_id, format_gdr
 
 async def instance_filter(info: KInfo, where: InstanceFilter | None) -> dict[str, Any] | None:
     """The lake filter for ``where``; ``None`` when it can match nothing (unknown parent)."""
-    query: dict[str, Any] = {"_type": INSTANCE_TYPE}
     if where is None:
-        return query
-    if where.definition is not None:
-        query["definition"] = where.definition
-    if where.stage is not None:
-        query["currentStage"] = where.stage
-    if where.status is InstanceStatus.ACTIVE:
-        query["completedAt"] = None
-    elif where.status is InstanceStatus.COMPLETED:
-        query["completedAt"] = {"$ne": None}
-        query["abortedAt"] = None
-    elif where.status is InstanceStatus.ABORTED:
-        query["abortedAt"] = {"$ne": None}
+        return {"_type": INSTANCE_TYPE}
+    if where.roots_only and (where.parent_id is not None or where.root_id is not None):
+        return None  # a root is nobody's child or descendant
     dataset = info.context.dataset
-    if where.roots_only:
-        if where.parent_id is not None or where.root_id is not None:
-            return None  # a root is nobody's child or descendant
-        query["ancestors"] = {"$size": 0}
-    if where.root_id is not None:
-        query["ancestors.id"] = format_gdr(dataset, check_document_id(where.root_id))
+    root = format_gdr(dataset, check_document_id(where.root_id)) if (
+        where.root_id is not None) else None  # fmt: skip
+    parent: tuple[str, int] | None = None
     if where.parent_id is not None:
-        parent = await info.context.loaders.instance(check_document_id(where.parent_id))
-        if parent is None:
+        found = await info.context.loaders.instance(check_document_id(where.parent_id))
+        if found is None:
             return None
-        gdr = format_gdr(dataset, parent["_id"])
-        depth = len(parent.get("ancestors") or [])
-        if where.root_id is not None:
-            query["$and"] = [{"ancestors.id": gdr}]
-        else:
-            query["ancestors.id"] = gdr
-        query["ancestors"] = {"$size": depth + 1}
-    return query
+        parent = (format_gdr(dataset, found["_id"]), len(readmodel.ancestor_gdrs(found)))
+    query = readmodel.instance_filter(
+        definition=where.definition, stage=where.stage,
+        status=where.status.value if where.status else None,
+        roots_only=bool(where.roots_only), root=root, parent=parent,
+    )  # fmt: skip
+    return None if query is None else {"_type": INSTANCE_TYPE, **query}
 
 
 @strawberry.type

@@ -14,6 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kinflow.core.readmodel import row_status
 from kinflow.engine.conditions import subworkflow_rows
 from kinflow.engine.state import parse_instance
 
@@ -30,7 +31,7 @@ class Row:
     action: str
     definition: str
     current: bool
-    status: str  # active | done | aborted
+    status: str  # a readmodel.RowStatus: active | done | aborted
     stage: str | None
     spawned_at: str
     condemned: bool
@@ -90,19 +91,11 @@ def _registry_rows(parent: Doc) -> list[Row]:
     return rows
 
 
-def child_status(child: Doc) -> str:
-    if child.get("abortedAt"):
-        return "aborted"
-    if child.get("completedAt"):
-        return "done"
-    return "active"
-
-
 def overlay(row: Row, child: Doc | None) -> Row:
     """``row`` with the live status and stage of ``child`` (a resolved row is final)."""
     if row.resolved or child is None:
         return row
-    return replace(row, status=child_status(child), stage=child.get("currentStage"))
+    return replace(row, status=row_status(child), stage=child.get("currentStage"))
 
 
 def select(

@@ -17,6 +17,7 @@ from typing import Any
 
 import strawberry
 
+from kinflow.core import readmodel
 from kinflow.engine.errors import InstanceNotFound
 from kinflow.engine.state import INSTANCE_TYPE
 from kinflow.schema.cohorts import check_activity, cohort_rows, cohort_signature
@@ -101,7 +102,7 @@ def _family_loader(info: KInfo, parent_id: str) -> Loader:
 
     async def load(session: Any) -> list[Doc]:
         parent = await lake.find({"_id": parent_id}, dataset=dataset, session=session)
-        children = await lake.find({"_type": INSTANCE_TYPE, "ancestors.id": gdr},
+        children = await lake.find({"_type": INSTANCE_TYPE, **readmodel.descendants_filter(gdr)},
                                    dataset=dataset, session=session)  # fmt: skip
         return parent + children
 
@@ -137,23 +138,20 @@ async def _family(info: KInfo, parent_id: str) -> AsyncIterator[tuple[Family, As
 
 
 def _instance_matcher(where: InstanceFilter | None, dataset: str) -> Callable[[Doc], bool]:
-    parent_gdr = format_gdr(dataset, where.parent_id) if where and where.parent_id else None
-    root_gdr = format_gdr(dataset, where.root_id) if where and where.root_id else None
+    """``instance_filter``'s conditions on a changed document (the read model's matcher)."""
+    parent = format_gdr(dataset, where.parent_id) if where and where.parent_id else None
+    root = format_gdr(dataset, where.root_id) if where and where.root_id else None
 
     def matches(doc: Doc) -> bool:
         if doc.get("_type") != INSTANCE_TYPE:
             return False
         if where is None:
             return True
-        ancestors = [a.get("id") for a in doc.get("ancestors") or []]
-        return (
-            (where.definition is None or doc.get("definition") == where.definition)
-            and (where.stage is None or doc.get("currentStage") == where.stage)
-            and (where.status is None or instance_status(doc) is where.status)
-            and (not where.roots_only or not ancestors)
-            and (root_gdr is None or root_gdr in ancestors)
-            and (parent_gdr is None or (bool(ancestors) and ancestors[-1] == parent_gdr))
-        )
+        return readmodel.instance_matches(
+            doc, definition=where.definition, stage=where.stage,
+            status=where.status.value if where.status else None,
+            roots_only=bool(where.roots_only), root=root, parent=parent,
+        )  # fmt: skip
 
     return matches
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 import base64
 import json
 from enum import Enum
-from typing import Any
 
 import strawberry
 
+from kinflow.core import readmodel
 from kinflow.engine.state import parse_instance
 from kinflow.schema.context import KInfo
 from kinflow.schema.loaders import Doc, parent_id
-from kinflow.schema.rows import CohortCounts, Row, child_status, count, registry_rows, select
+from kinflow.schema.rows import CohortCounts, Row, count, registry_rows, select
 from kinflow.schema.scalars import JSON, DateTime, jsonable
 from kinflow.storage.gdr import document_id, format_gdr
 
@@ -51,11 +51,8 @@ class EffectOutcome(Enum):
 
 
 def instance_status(doc: Doc) -> InstanceStatus:
-    if doc.get("abortedAt"):
-        return InstanceStatus.ABORTED
-    if doc.get("completedAt"):
-        return InstanceStatus.COMPLETED
-    return InstanceStatus.ACTIVE
+    """The read model's status of ``doc`` as the GraphQL enum."""
+    return InstanceStatus(readmodel.instance_status(doc))
 
 
 @strawberry.input
@@ -120,28 +117,6 @@ class HistoryEntry:
     type: str
     at: DateTime
     data: JSON
-
-
-def _open_entry(doc: Doc) -> dict[str, Any] | None:
-    for entry in reversed(doc.get("stages") or []):
-        if entry.get("name") == doc.get("currentStage") and not entry.get("exitedAt"):
-            return dict(entry)
-    return None
-
-
-def _field_values(entries: list[dict[str, Any]] | None) -> dict[str, Any]:
-    return {f["name"]: f.get("value") for f in entries or [] if "name" in f}
-
-
-def effective_fields(doc: Doc) -> dict[str, Any]:
-    """Workflow scope, overlaid by the open stage's scope, then its activities' scopes."""
-    values = _field_values(doc.get("fields"))
-    entry = _open_entry(doc)
-    if entry is not None:
-        values.update(_field_values(entry.get("fields")))
-        for activity in entry.get("activities") or []:
-            values.update(_field_values(activity.get("fields")))
-    return values
 
 
 @strawberry.type(
@@ -275,17 +250,16 @@ class WorkflowInstance:
         description="Effective values: name -> value (workflow, then stage, then activity scope)."
     )
     def fields(self) -> JSON:
-        return jsonable(effective_fields(self.doc))
+        return jsonable(readmodel.effective_fields(self.doc))
 
     @strawberry.field(description="Of the current stage visit.")
     def activities(self) -> list[ActivityState]:
-        entry = _open_entry(self.doc) or {}
         return [
             ActivityState(
                 name=a["name"], status=a["status"], started_at=a.get("startedAt"),
                 completed_at=a.get("completedAt"), fired_actions=list(a.get("firedActions") or []),
             )
-            for a in entry.get("activities") or []
+            for a in readmodel.activities(self.doc)
         ]  # fmt: skip
 
     @strawberry.field(description="Every visit, oldest first.")
@@ -328,7 +302,7 @@ class WorkflowInstance:
         docs = await info.context.loaders.children.load(self.doc["_id"])
         return [
             WorkflowInstance(doc=d) for d in docs
-            if status is None or child_status(d) == status.value
+            if status is None or readmodel.row_status(d) == status.value
         ]  # fmt: skip
 
     @strawberry.field
