@@ -34,11 +34,17 @@ ROW_STATUS: dict[Status, RowStatus] = {ACTIVE: "active", COMPLETED: "done", ABOR
 # ---------------------------------------------------------------- status
 
 
-def instance_status(doc: Doc) -> Status:
-    """The status of a stored instance (abort also stamps ``completedAt``)."""
-    if doc.get("abortedAt"):
+def status_of(aborted_at: object, completed_at: object) -> Status:
+    """The status from an instance's two stamps (abort also stamps ``completedAt``);
+    for a parsed ``Instance`` as much as for a stored document."""
+    if aborted_at:
         return ABORTED
-    return COMPLETED if doc.get("completedAt") else ACTIVE
+    return COMPLETED if completed_at else ACTIVE
+
+
+def instance_status(doc: Doc) -> Status:
+    """The status of a stored instance."""
+    return status_of(doc.get("abortedAt"), doc.get("completedAt"))
 
 
 def row_status(doc: Doc) -> RowStatus:
@@ -121,6 +127,12 @@ def children_filter(parent: str, parent_depth: int) -> dict[str, Any]:
     """Direct children of the parent whose GDR is ``parent`` and which has
     ``parent_depth`` ancestors (served by the ``ancestors.id`` index)."""
     return {"ancestors.id": parent, "ancestors": {"$size": parent_depth + 1}}
+
+
+def live_children_filter(parent_id: str) -> dict[str, Any]:
+    """The active direct children of the instance ``parent_id`` (a bare id), by the
+    ``parentInstance`` hint (index ``instance_children``); for counting them."""
+    return {"parentInstance": parent_id, **status_filter(ACTIVE)}
 
 
 def children_of_any_filter(parents: Iterable[str]) -> dict[str, Any]:

@@ -25,6 +25,8 @@ def test_status_vocabulary_and_row_spelling() -> None:
     assert [readmodel.row_status(d) for d in (active, done, aborted)] == [
         "active", "done", "aborted"]
     assert set(readmodel.ROW_STATUS) == set(readmodel.STATUSES)
+    assert readmodel.status_of(None, "t") == "completed"
+    assert readmodel.status_of("t", "t") == "aborted"
 
 
 def test_observable_reads_the_stage_only_once_primed() -> None:
@@ -100,3 +102,10 @@ def test_children_of_several_parents_sort_by_last_ancestor() -> None:
     assert {d["_id"]: readmodel.parent_gdr(d) for d in found} == {
         "root.c1": ROOT, "root.c2": ROOT, "root.c1.g": CHILD}
     assert readmodel.parent_gdr(instance("root")) is None
+
+
+def test_live_children_by_the_parent_hint() -> None:
+    kids = [instance("k1", parentInstance="p"), instance("k2", parentInstance="p", completedAt="t"),
+            instance("k3", parentInstance="q")]  # fmt: skip
+    query = readmodel.live_children_filter("p")
+    assert [d["_id"] for d in kids if _mongo_match(query, d)] == ["k1"]
