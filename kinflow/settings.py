@@ -48,6 +48,22 @@ class Settings(BaseSettings):
     embedded_start_timeout: float = Field(
         default=30.0, description="Seconds to wait for the embedded lake to answer ping."
     )
+    embedded_memory_mb: int = Field(
+        default=1024, ge=0,
+        description=(
+            "Memory budget (MiB of RSS) of the embedded lake daemon: past it the daemon is "
+            "restarted (it leaks per transaction). Its cache is a quarter, at least 256 MiB. "
+            "0 turns the restarts off; otherwise at least 512."
+        ),
+    )
+
+    @field_validator("embedded_memory_mb")
+    @classmethod
+    def _memory_budget(cls, value: int) -> int:
+        if 0 < value < 512:
+            raise ValueError("KINFLOW_EMBEDDED_MEMORY_MB is 0 (no restarts) or at least 512")
+        return value
+
     operation_timeout: float = Field(
         default=30.0, description="Client-side deadline (seconds) on each lake operation."
     )

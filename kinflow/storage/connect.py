@@ -20,6 +20,7 @@ from kinflow.settings import Settings
 from kinflow.storage.embedded import EmbeddedLake
 from kinflow.storage.keeper import LakeKeeper
 from kinflow.storage.lake import Lake, content_indexes
+from kinflow.storage.memory_guard import MemoryGuard, cache_mib_for
 
 
 @dataclass
@@ -30,9 +31,12 @@ class LakeConnection:
     uri: str
     embedded: EmbeddedLake | None = None
     keeper: LakeKeeper | None = None
+    guard: MemoryGuard | None = None
 
     async def close(self) -> None:
         """Close the client and stop a daemon this process owns, each step bounded."""
+        if self.guard is not None:
+            await self.guard.stop()
         if self.keeper is not None:
             await self.keeper.stop()
         with contextlib.suppress(TimeoutError):
@@ -60,6 +64,7 @@ async def open_lake(settings: Settings, *, database: str | None = None) -> LakeC
             sync_on_commit=settings.embedded_sync_on_commit,
             test_commands=settings.embedded_test_commands,
             start_timeout=settings.embedded_start_timeout,
+            cache_mib=cache_mib_for(settings.embedded_memory_mb),
         )
         # Started on this (the main) thread on purpose: the parent-death signal
         # fires when the *thread* that forked the daemon exits, and executor
@@ -85,12 +90,15 @@ async def open_lake(settings: Settings, *, database: str | None = None) -> LakeC
                 uri=_redacted(uri),
             ) from exc
         raise
-    keeper = None
+    keeper = guard = None
     if embedded is not None:
         keeper = LakeKeeper(embedded, lake, lambda new_uri: make_client(new_uri, settings),
                             give_up_after=max(2 * settings.embedded_start_timeout, 10.0))
         keeper.start()
-    return LakeConnection(lake, uri, embedded, keeper)
+        # past its budget the daemon is stopped; the keeper starts it again
+        guard = MemoryGuard(embedded, settings.embedded_memory_mb)
+        guard.start()
+    return LakeConnection(lake, uri, embedded, keeper, guard)
 
 
 def _redacted(uri: str) -> str:

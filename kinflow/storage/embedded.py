@@ -51,15 +51,18 @@ DAEMON = "secantusd-py"
 LOCKED_MARKER = "already being managed by another process"
 STATE_FILE = "lake.json"
 
-CONFIG_TEXT = """\
-# Written by kinflow; passed with --config so no other secantusd.toml is read.
-[oplog]
-retention_seconds = 604800
-max_entries = 1000000
 
-[storage]
-cache_size = "256M"
-"""
+def config_text(cache_mib: int = 256) -> str:
+    """The ``secantusd.toml`` kinflow passes with ``--config`` (so no other one is read).
+
+    ``cache_size`` bounds WiredTiger's cache only; the daemon's memory as a
+    whole is bounded by restarting it (``memory_guard.py``).
+    """
+    return (
+        "# Written by kinflow; passed with --config so no other secantusd.toml is read.\n"
+        "[oplog]\nretention_seconds = 604800\nmax_entries = 1000000\n\n"
+        f'[storage]\ncache_size = "{int(cache_mib)}M"\n'
+    )
 
 
 def _daemon_path() -> str:
@@ -176,6 +179,7 @@ class EmbeddedLake:
     test_commands: bool = False
     start_timeout: float = 30.0
     stop_timeout: float = 10.0
+    cache_mib: int = 256
     port: int | None = None
     owned: bool = False
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
@@ -264,7 +268,7 @@ class EmbeddedLake:
         """
         self.lake_dir.mkdir(parents=True, exist_ok=True)
         config = self.data_dir / "secantusd.toml"
-        config.write_text(CONFIG_TEXT)
+        config.write_text(config_text(self.cache_mib))
         cmd = [
             _daemon_path(),
             "--config", str(config),

@@ -1,0 +1,118 @@
+"""Bounding the embedded lake daemon's memory: past its budget it is restarted.
+
+SecantusDB 0.7.0b3 leaks on every transaction: its bundled WiredTiger 11.2
+Python binding keeps one reference to each cursor after the cursor is closed,
+and each transaction opens its cursors afresh, so every cursor a transaction
+used stays in memory for good, with the last key and value written through
+it. A transaction leaves about 10 KB behind, plus the largest documents it
+wrote: a 6 MiB document rewritten in a transaction leaves about 13 MiB (the
+document and its oplog entry). No daemon setting frees that memory
+(``cache_size`` bounds WiredTiger's cache, not these Python objects); only a
+new process does. See docs/performance.md for the measurements.
+
+So the process that owns the daemon reads the daemon's resident memory from
+``/proc`` every ``interval`` seconds and, past ``budget_mib``, stops it
+gracefully (SIGTERM: WiredTiger checkpoints and the process exits in about
+two seconds; SIGKILL if it takes longer than ``stop_timeout``). The keeper
+(``keeper.py``) then starts it again on the same port, and every client,
+in every process, reconnects by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kinflow.storage.embedded import EmbeddedLake
+
+log = logging.getLogger("kinflow.lake")
+
+MIN_CACHE_MIB = 256  # a transaction writing one 16 MB document needs ~230 MiB of cache
+MIN_BUDGET_MIB = 512
+
+
+def cache_mib_for(budget_mib: int) -> int:
+    """The WiredTiger cache for a daemon memory budget: a quarter of it, at least 256 MiB.
+
+    The daemon refuses a transaction whose writes exceed 15% of its cache
+    (``TransactionTooLargeForCache``, counting each document twice), so below
+    about 230 MiB an instance near MongoDB's 16 MB limit could not be written.
+    """
+    return max(MIN_CACHE_MIB, budget_mib // 4)
+
+
+def rss_mib(pid: int) -> float | None:
+    """A process's resident set size in MiB (``VmRSS``), or None once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+@dataclass
+class MemoryGuard:
+    """Restarts the daemon this process owns once its memory passes ``budget_mib``."""
+
+    embedded: EmbeddedLake
+    budget_mib: float
+    interval: float = 1.0
+    stop_timeout: float = 10.0
+    recycles: int = 0
+    last_rss_mib: float | None = None
+    _stopping: tuple[int, float] | None = field(default=None, repr=False)
+    _task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    def start(self) -> None:
+        if self._task is None and self.budget_mib > 0:
+            self._task = asyncio.create_task(self._run(), name="lake-memory-guard")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task}, timeout=5.0)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                self.check()
+            except Exception:  # a failed look must not end the watch
+                log.exception("checking the embedded lake's memory failed")
+            await asyncio.sleep(self.interval)
+
+    def check(self) -> bool:
+        """Look once; return True when this look stopped the daemon."""
+        pid = self.embedded.pid
+        if pid is None or not self.embedded.owned:
+            return False  # only the owner restarts the daemon
+        if self._stopping is not None:
+            stopping, since = self._stopping
+            if stopping == pid and rss_mib(pid) is not None:
+                if time.monotonic() - since > self.stop_timeout:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                return False
+            self._stopping = None  # it exited; the keeper starts the next one
+        rss = self.last_rss_mib = rss_mib(pid)
+        if rss is None or rss <= self.budget_mib:
+            return False
+        log.warning(
+            "the embedded lake uses %.0f MiB, past its budget of %.0f MiB "
+            "(KINFLOW_EMBEDDED_MEMORY_MB); restarting it", rss, self.budget_mib,
+        )
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return False
+        self._stopping = (pid, time.monotonic())
+        self.recycles += 1
+        return True
