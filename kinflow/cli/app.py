@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import json
 from collections.abc import Awaitable, Callable
@@ -10,14 +9,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
-from rich.console import Console
 
 from kinflow import __version__
 from kinflow.cli.backends import Backend, open_backend
+from kinflow.cli.console import err, out, run, run_sync_parse
 from kinflow.cli.help import plain_help
 from kinflow.cli.inputs import load_definitions, parse_pairs
-from kinflow.cli.render import build_tree, print_error, print_result
-from kinflow.errors import KinflowError
+from kinflow.cli.lake_commands import lake_app
+from kinflow.cli.render import build_tree, print_result
 from kinflow.settings import Settings
 
 T = TypeVar("T")
@@ -28,10 +27,6 @@ app = typer.Typer(
     help="kinflow: workflows that fan out into child workflows.",
 )
 plain_help()
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
-if not out.is_terminal:  # piped: don't crop trees at 80 columns
-    out.width = max(out.width, 160)
 
 URL = typer.Option(None, "--url", envvar="KINFLOW_URL",
                    help="Talk to a running server instead of the lake.")  # fmt: skip
@@ -52,18 +47,6 @@ def _options(
     ),
 ) -> None:
     """kinflow: workflows that fan out into child workflows."""
-
-
-def run(work: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine; a typed refusal prints its code and exits 1."""
-    try:
-        return asyncio.run(work())  # type: ignore[arg-type]
-    except KinflowError as exc:
-        print_error(err, exc)
-        raise typer.Exit(1) from None
-    except OSError as exc:
-        print_error(err, KinflowError(f"{exc.strerror or exc}: {exc.filename or ''}".strip()))
-        raise typer.Exit(1) from None
 
 
 def with_backend(url: str | None, token: str | None,
@@ -326,22 +309,8 @@ def tail(
         pass
 
 
-def run_sync_parse(parse: Callable[[], T]) -> T:
-    try:
-        return parse()
-    except KinflowError as exc:
-        print_error(err, exc)
-        raise typer.Exit(1) from None
-
-
 def main() -> None:
     app()
 
 
-def _register_groups() -> None:
-    from kinflow.cli.lake_commands import lake_app
-
-    app.add_typer(lake_app, name="lake")
-
-
-_register_groups()
+app.add_typer(lake_app, name="lake")

@@ -10,6 +10,7 @@ import typer
 from rich.progress import Progress
 from rich.table import Table
 
+from kinflow.cli.console import out, run
 from kinflow.cli.inputs import read_ndjson
 from kinflow.settings import Settings
 from kinflow.storage import Lake, open_lake
@@ -41,8 +42,6 @@ async def _status() -> dict[str, Any]:
 @lake_app.command("status")
 def status() -> None:
     """Where the lake is and what each dataset holds, by document type."""
-    from kinflow.cli.app import out, run
-
     info = run(_status)
     kind = "embedded" if info["embedded"] else "external"
     out.print(f"lake: {kind} at {info['uri']}  database [bold]{info['database']}[/bold]  "
@@ -90,8 +89,6 @@ async def _import(dataset: str, path: Path) -> int:
 @lake_app.command("export")
 def export(dataset: str, file: Path) -> None:
     """Write every document of DATASET to FILE as NDJSON."""
-    from kinflow.cli.app import out, run
-
     count = run(lambda: _export(dataset, file))
     out.print(f"exported {count:,} documents from {dataset} to {file}")
 
@@ -99,7 +96,5 @@ def export(dataset: str, file: Path) -> None:
 @lake_app.command("import")
 def import_(dataset: str, file: Path) -> None:
     """Create or replace every document of the NDJSON FILE in DATASET."""
-    from kinflow.cli.app import out, run
-
     count = run(lambda: _import(dataset, file))
     out.print(f"imported {count:,} documents into {dataset}")
