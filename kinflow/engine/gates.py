@@ -4,8 +4,9 @@ This module owns the caller-facing gates and their structured reasons, in
 the order the first failing one is reported (engine-model §4.4, §4.5,
 §4.13): instance terminal (``instance-aborted`` before
 ``instance-completed``), ``stage-terminal``, ``cascade-fired``,
-``activity-not-active``, ``role-not-held``, ``requirements-unmet``,
-``filter-failed``. ``fire_action`` raises the first failure;
+``activity-not-active``, ``requirements-unmet``, ``filter-failed``. Roles
+pin who may *drive a cascade* (``cascade.fulfils``); they are not a caller
+gate, so no verdict says ``role-not-held``. ``fire_action`` raises the first failure;
 ``available_actions`` reports one verdict per action using the same code,
 so the read model and the verb can never disagree.
 """

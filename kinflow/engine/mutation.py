@@ -1,8 +1,10 @@
 """A Mutation: everything one commit writes, as planned by the pure core.
 
-The runner executes a Mutation in one transaction: insert or fenced-replace
-the instance, create the child documents, apply the targeted stamps to other
-documents. Planners never touch the lake; they return one of these.
+The runner executes a Mutation in one transaction: insert the instance, or
+update it with the diff against ``before`` fenced on the loaded ``_rev`` (a
+fenced whole replace only when there is no ``before``); create the first
+``spawn_txn`` child documents (the rest right after); clear the honoured
+propagation stamps. Planners never touch the lake; they return one of these.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ class Stamp:
 @dataclass(slots=True)
 class Mutation:
     instance: Instance
-    insert: bool = False  # a new document rather than a fenced replace
+    insert: bool = False  # a new document rather than a fenced update
     changed: bool = False  # the instance's state changed (what callers see)
     dirty: bool = False  # something must be written (state or derived hints)
     moves: int = 0

@@ -2,8 +2,9 @@
 
 This module owns the *shape* of ``kinflow.instance`` documents and the few
 derived facts every other module asks about (the open stage entry, terminal
-state). It knows nothing about how state changes: planners mutate a deep copy
-of an ``Instance`` and the runner writes it back whole.
+state). It knows nothing about how state changes: planners mutate a copy of
+an ``Instance`` and the runner writes only what changed (``patch.diff``, fenced
+on the loaded ``_rev``).
 
 Parsing is tolerant of unknown keys (``extra="allow"``: a newer writer's keys
 survive a round trip through an older engine) and strict about everything the
