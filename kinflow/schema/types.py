@@ -291,7 +291,7 @@ class WorkflowInstance:
 
     @strawberry.field(description="Root first.")
     async def ancestors(self, info: KInfo) -> list[WorkflowInstance]:
-        ids = [document_id(str(a.get("id"))) for a in self.doc.get("ancestors") or []]
+        ids = [document_id(gdr) for gdr in readmodel.ancestor_gdrs(self.doc)]
         docs = await info.context.loaders.documents.load_many(ids)
         return [WorkflowInstance(doc=d) for d in docs if d is not None]
 
