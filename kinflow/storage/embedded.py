@@ -86,6 +86,17 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def port_free(port: int) -> bool:
+    """Whether a daemon could listen on ``port`` now (it binds with ``SO_REUSEADDR`` too)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     # SIGKILL, not SIGTERM: a daemon busy in a conflict-retry loop was seen to
     # outlive its dead parent for an hour after SIGTERM. Commits are synced

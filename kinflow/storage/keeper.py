@@ -39,6 +39,7 @@ from kinflow.storage.embedded import (
     _Locked,
     _PortTaken,
     pid_alive,
+    port_free,
     uri_for,
 )
 
@@ -202,7 +203,7 @@ class LakeKeeper:
     async def _restart(self, state: LakeState | None) -> None:
         old_port = self.embedded.port
         port = old_port or (state.port if state is not None else None)
-        if port is None or self._port_taken >= 2:
+        if port is None or self._port_taken >= 2 or not port_free(port):
             port = _free_port()  # the old port is held by something that is not our lake
         self.status.state = "restarting"
         try:

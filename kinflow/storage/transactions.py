@@ -11,10 +11,12 @@ them) and a ``RevisionConflict`` raised by a fenced write inside the callback
 (another commit won; a fresh load will see it). A commit whose outcome is
 unknown (``UnknownTransactionCommitResult``) is re-committed.
 
-Every attempt shares one deadline (the operation timeout): a lake that stops
-answering (its daemon killed and restarting, say) is retried while time is
-left, then refused as ``lake-unavailable``, never waited on attempt after
-attempt.
+Every attempt shares one deadline (the operation timeout). A lost connection
+(the embedded daemon killed and restarting, say) does not use up the
+conflict attempts: it is retried, and a commit whose outcome it made unknown
+is re-committed, while time is left, then refused as ``lake-unavailable``.
+So a verb in flight across a one-second restart commits once, late, rather
+than failing while its effect may already have run.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ T = TypeVar("T")
 TRANSIENT = "TransientTransactionError"
 UNKNOWN_COMMIT = "UnknownTransactionCommitResult"
 WRITE_CONFLICT = 112
+LOST_CAP = 0.5  # the longest pause between retries while the lake is unreachable
 
 
 def _is_transient(exc: BaseException) -> bool:
@@ -64,7 +67,8 @@ async def run_transaction(
     last: BaseException | None = None
     loop = asyncio.get_running_loop()
     end = loop.time() + deadline
-    for attempt in range(attempts):
+    attempt = conflicts = 0
+    while conflicts < attempts:
         left = end - loop.time()
         if left <= 0:
             break
@@ -82,6 +86,7 @@ async def run_transaction(
                     return result
         except RevisionConflict as exc:
             last = exc
+            conflicts += 1
         except KinflowError:
             raise
         except PyMongoError as exc:
@@ -90,9 +95,11 @@ async def run_transaction(
                     raise _unavailable(exc, verb) from exc
                 raise
             last = exc
+            conflicts += not isinstance(exc, ConnectionFailure)  # a lost lake is no conflict
         if on_retry is not None:
             on_retry(attempt, last)
-        await backoff(attempt)
+        await backoff(attempt, cap=LOST_CAP if isinstance(last, ConnectionFailure) else 0.25)
+        attempt += 1
     if isinstance(last, ConnectionFailure):
         raise _unavailable(last, verb) from last
     raise ConcurrentModification(
@@ -110,15 +117,17 @@ def _unavailable(exc: PyMongoError, verb: str) -> LakeUnavailable:
 
 
 async def _commit(session: AsyncClientSession) -> None:
-    for attempt in range(5):
+    """Commit; an unknown outcome is re-committed until known (the caller's deadline bounds it)."""
+    attempt = 0
+    while True:
         try:
             await session.commit_transaction()
             return
         except PyMongoError as exc:
-            if exc.has_error_label(UNKNOWN_COMMIT) and attempt < 4:
-                await backoff(attempt)
-                continue
-            raise
+            if not exc.has_error_label(UNKNOWN_COMMIT) or exc.timeout:
+                raise
+            await backoff(attempt, cap=LOST_CAP)
+            attempt += 1
 
 
 async def _abort_quietly(session: AsyncClientSession) -> None:

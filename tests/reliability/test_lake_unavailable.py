@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -137,3 +138,49 @@ async def test_a_keeper_that_cannot_restart_the_daemon_gives_up_clearly(
         await keeper.stop()
         await lake.close()
         embedded.stop()
+
+
+async def test_when_the_port_is_taken_the_lake_moves_and_the_others_follow(
+        tmp_path: Path) -> None:
+    """The owner restarts the daemon on a new port; another process follows ``lake.json``."""
+    data = tmp_path / "data"
+    owner = EmbeddedLake(data)
+    uri = owner.start()
+    follower = EmbeddedLake(data)
+    assert follower.start() == uri and not follower.owned  # reused through lake.json
+    settings = Settings(mongodb_uri=uri, operation_timeout=10.0)
+    lakes = [Lake(make_client(uri, settings), "kinflow", operation_timeout=10.0)
+             for _ in range(2)]
+    keepers = [LakeKeeper(e, lake, lambda u: make_client(u, settings), interval=0.1)
+               for e, lake in zip((owner, follower), lakes, strict=True)]
+    port, pid = owner.port, owner.pid
+    assert port is not None and pid is not None
+    squatter = socket.socket()
+    try:
+        await lakes[1].create({"_id": "before", "_type": "note"})
+        for keeper in keepers:
+            keeper.start()
+        os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+        while owner.process_running():
+            assert time.monotonic() - killed < 5
+            await asyncio.sleep(0.01)
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("127.0.0.1", port))  # something else takes the port meanwhile
+        squatter.listen()
+        began = time.monotonic()
+        while follower.port == port or not keepers[1].up:
+            assert time.monotonic() - began < 60, "the follower never moved"
+            await asyncio.sleep(0.05)
+        print(f"moved from port {port} to {owner.port} in {time.monotonic() - began:.2f} s")
+        assert owner.owned and owner.port == follower.port != port
+        assert keepers[1].report()["follows"] >= 1
+        await lakes[1].create({"_id": "after", "_type": "note"})  # on its new client
+        assert {d["_id"] for d in await lakes[0].find({"_type": "note"})} == {"before", "after"}
+    finally:
+        squatter.close()
+        for keeper in keepers:
+            await keeper.stop()
+        for lake in lakes:
+            await lake.close()
+        owner.stop()
