@@ -33,6 +33,7 @@ import asyncio
 import fcntl
 import os
 import random
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -228,3 +229,25 @@ async def test_every_process_stops_within_10_s_of_sigterm_while_the_lake_is_gone
         f"{name} {seconds:.1f} s" for name, seconds in fleet.stop_seconds.items()))
     assert max(fleet.stop_seconds.values()) < STOP_LIMIT, fleet.stop_seconds
     assert "internal-error" not in tally.codes
+
+
+async def test_a_second_sigterm_stops_a_worker_at_once(tmp_path: Path) -> None:
+    """Once told twice, ``kinflow worker`` leaves at once, busy or not (it used to ignore both)."""
+    fleet = Fleet(tmp_path / "lake", env={"KINFLOW_OPERATION_TIMEOUT": "60"})
+    try:
+        worker = fleet.worker("worker")  # it starts the lake, so it owns it
+        fleet.kill_daemon()
+        holding = asyncio.create_task(hold_lock(fleet.data_dir, 30.0))
+        await asyncio.sleep(1.0)
+        began = time.monotonic()
+        os.killpg(worker.pid, signal.SIGTERM)
+        await asyncio.sleep(0.3)
+        os.killpg(worker.pid, signal.SIGTERM)
+        await asyncio.to_thread(worker.process.wait, STOP_LIMIT)
+        took = time.monotonic() - began
+        holding.cancel()
+        await asyncio.gather(holding, return_exceptions=True)
+    finally:
+        await asyncio.to_thread(fleet.cleanup)
+    record("worker-second-sigterm", f"kinflow worker gone {took:.2f} s after two SIGTERMs")
+    assert not worker.alive() and took < 3.0, f"{took:.1f} s"
