@@ -145,7 +145,7 @@ class Lake:
         if not added:
             return
         self.indexes.extend(added)
-        with pymongo.timeout(self.operation_timeout):
+        with self.bounded("declareIndexes"):
             for name in sorted(self._ready):
                 await self.db[name].create_indexes([spec.model() for spec in added])
 
