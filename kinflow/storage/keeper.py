@@ -149,7 +149,7 @@ class LakeKeeper:
                 await self._follow(state)  # another process moved the lake
             self._mark_up()
             return
-        self._mark_down()
+        self._mark_down(state)
         if state is not None and state.pid != self.embedded.pid and pid_alive(state.pid):
             await self._follow(state)  # someone already started a new daemon
             self._mark_up()
@@ -173,13 +173,18 @@ class LakeKeeper:
         since = self.status.down_since
         return 0.0 if since is None else time.monotonic() - since
 
-    def _mark_down(self) -> None:
+    def _mark_down(self, state: LakeState | None) -> None:
         if self.status.down_since is None:
             self.status.down_since = time.monotonic()
             self.status.state = "down"
+            if self.embedded.owned:
+                plan = "restarting it"
+            elif self._owner_alive(state):
+                plan = "waiting for its owner to restart it"
+            else:
+                plan = "its owner is gone too: taking it over"
             log.error("the embedded lake (pid %s, port %s) is gone; %s", self.embedded.pid,
-                      self.embedded.port, "restarting it" if self.embedded.owned
-                      else "waiting for its owner to restart it")  # fmt: skip
+                      self.embedded.port, plan)  # fmt: skip
 
     def _mark_up(self) -> None:
         if self.status.down_since is not None:
