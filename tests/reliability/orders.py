@@ -166,7 +166,7 @@ async def watch(tally: Tally, base: str, order: str, ready: asyncio.Event,
                             "shipped":
                         tally.seen_elsewhere += 1
                         return
-    except (OSError, TimeoutError, Exception) as exc:  # a killed API, or time is up
+    except Exception as exc:  # a killed API, or time is up
         tally.watch_errors[type(exc).__name__] += 1
     finally:
         ready.set()
