@@ -118,7 +118,10 @@ async def rewrite(http: httpx.AsyncClient, doc: dict[str, Any], errors: Counter[
         errors[type(exc).__name__] += 1
         return False
     if body.get("errors"):
-        errors[str((body["errors"][0].get("extensions") or {}).get("code", "graphql"))] += 1
+        code = str((body["errors"][0].get("extensions") or {}).get("code", "graphql"))
+        if not errors[code]:
+            print(f"  first {code}: {str(body['errors'][0].get('message'))[:200]}")
+        errors[code] += 1
         return False
     return True
 
