@@ -136,7 +136,7 @@ class Worker:
         kinds: list[tuple[str, Callable[[list[str]], Awaitable[list[str]]],
                           Callable[[str], Awaitable[bool]], Callable[[str], Awaitable[Any]]]] = [
             ("materialise", lambda seen: self._ids({"materialising": True}, seen, stale),
-             lambda i: self._owed(i, {"materialising": True}),
+             self._materialise_owed,
              lambda i: self.engine.finish_materialising(i, actor=self.actor)),
             ("drain", lambda seen: self._ids({"owesAborts": True}, seen),
              lambda i: self._owed(i, {"owesAborts": True}),
@@ -205,6 +205,13 @@ class Worker:
         skip = set(seen)
         return [str(doc["_id"]) for doc in found if str(doc["_id"]) not in skip
                 and (stale is None or _older(doc, stale))][: self.batch]
+
+    async def _materialise_owed(self, instance_id: str) -> bool:
+        # a spawn this process is still materialising is not a crash's leftover:
+        # rebuilding its children meanwhile would do the whole spawn twice
+        if instance_id in self.engine.materialising_now:
+            return False
+        return await self._owed(instance_id, {"materialising": True})
 
     async def _owed(self, instance_id: str, filter_: dict[str, Any]) -> bool:
         return await self.lake.count({"_id": instance_id, **_INSTANCE, **filter_},

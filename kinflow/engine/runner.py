@@ -211,6 +211,9 @@ class Engine:
         # the last committed state of a few heavy instances: a round on a cohort
         # parent then reads only its _rev instead of reading and parsing megabytes
         self._kept: OrderedDict[str, Instance] = OrderedDict()
+        # parents whose children this process is creating right now: the heartbeat
+        # leaves them alone (a large spawn outlives its grace period)
+        self.materialising_now: set[str] = set()
 
     async def ensure_ready(self) -> None:
         """Declare the engine's indexes and create the dataset (idempotent)."""
@@ -720,17 +723,21 @@ class Engine:
 
     async def _materialise(self, parent_id: str, documents: list[dict[str, Any]]) -> None:
         """Create children in idempotent batches (an existing id is already there)."""
-        size = max(1, self.limits.spawn_txn)
-        for start in range(0, len(documents), size):
-            if start:
-                self.faults.check("mid-materialise")
-            await self._insert_missing(documents[start:start + size])
+        self.materialising_now.add(parent_id)
         try:
-            await self.lake.update(parent_id, {"$unset": {"materialising": "",
-                                                          "subworkflows.$[].seed": ""}},
-                                   dataset=self.dataset)
-        except RevisionConflict:  # the parent vanished; nothing to mark
-            pass
+            size = max(1, self.limits.spawn_txn)
+            for start in range(0, len(documents), size):
+                if start:
+                    self.faults.check("mid-materialise")
+                await self._insert_missing(documents[start:start + size])
+            try:
+                await self.lake.update(parent_id, {"$unset": {"materialising": "",
+                                                              "subworkflows.$[].seed": ""}},
+                                       dataset=self.dataset)
+            except RevisionConflict:  # the parent vanished; nothing to mark
+                pass
+        finally:
+            self.materialising_now.discard(parent_id)
 
     async def _insert_missing(self, documents: list[dict[str, Any]]) -> None:
         from pymongo.errors import BulkWriteError

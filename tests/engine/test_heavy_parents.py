@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from kinflow.engine import Engine
 from kinflow.storage import Lake
 from tests.engine.cohort_defs import child, items, parent
@@ -36,3 +39,37 @@ async def test_a_kept_parent_is_read_again_after_another_process_wrote_it(
     assert [entry["name"] for entry in value] == edited  # not reverted by a stale copy
     resolved = {row.child_id for row in stored.subworkflows if row.resolved is not None}
     assert {children[0], children[1]} <= resolved
+
+
+async def test_the_heartbeat_leaves_alone_a_spawn_this_process_is_materialising(
+        lake: Lake, clock: Clock) -> None:
+    """A large spawn outlives the heartbeat's grace period; the worker must not redo it."""
+    from kinflow.engine import Limits
+    from kinflow.worker import Worker
+
+    engine = Engine(lake, clock=clock, limits=Limits(spawn_txn=2))
+    await engine.ensure_ready()
+    await engine.deploy([parent(), child()])
+    started = await engine.start_instance("p", fields=items("a", "b", "c", "d", "e"))
+    parent_id = started.instance.id_
+    held, release = asyncio.Event(), asyncio.Event()
+    insert = engine._insert_missing
+    built: list[str] = []
+
+    async def slow_insert(documents: list[dict[str, Any]]) -> None:
+        built.extend(str(d["_id"]) for d in documents)
+        held.set()
+        await release.wait()  # the spawn's batches take longer than the grace period
+        await insert(documents)
+
+    engine._insert_missing = slow_insert  # type: ignore[method-assign]
+    spawning = asyncio.create_task(engine.fire_action(parent_id, "go", "go"))
+    await asyncio.wait_for(held.wait(), 30)
+    # before: the pass rebuilt the children itself (and here waited on the held batch)
+    report = await asyncio.wait_for(Worker(engine, grace_seconds=0).run_pass(), 10)
+    assert ("materialise", parent_id) not in report.processed
+    assert len(built) == len(set(built))  # no child was built a second time
+    release.set()
+    await spawning
+    assert await lake.count({"parentInstance": parent_id}) == 5
+    assert not (await engine.get_instance(parent_id)).materialising
