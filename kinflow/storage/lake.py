@@ -164,6 +164,8 @@ class Lake:
             with pymongo.timeout(self.operation_timeout):
                 yield
         except PyMongoError as exc:
+            if exc.has_error_label("TransientTransactionError"):
+                raise  # a statement of a transaction: Lake.transaction retries it in its deadline
             refusal = unavailable(exc, verb)
             if refusal is not None:
                 raise refusal from exc
