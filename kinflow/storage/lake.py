@@ -25,6 +25,9 @@ from pymongo import AsyncMongoClient
 from pymongo.errors import ConnectionFailure, DuplicateKeyError, InvalidOperation, PyMongoError
 
 from kinflow.errors import DocumentExists, InvalidInput, LakeUnavailable, RevisionConflict
+from kinflow.gdr import check_dataset
+from kinflow.groq.budget import Budget
+from kinflow.groq.store import query_collection
 from kinflow.storage.documents import (
     check_new_document,
     iso,
@@ -33,7 +36,6 @@ from kinflow.storage.documents import (
     stamp_replaced,
     utcnow,
 )
-from kinflow.storage.gdr import check_dataset
 from kinflow.storage.transactions import run_transaction
 
 if TYPE_CHECKING:
@@ -266,6 +268,33 @@ class Lake:
             raise DocumentExists("a document in the batch already exists") from exc
         return stored
 
+    async def create_missing(
+        self,
+        docs: Sequence[Mapping[str, Any]],
+        *,
+        dataset: str | None = None,
+        session: AsyncClientSession | None = None,
+        now: datetime | None = None,
+    ) -> int:
+        """Insert the documents not stored yet; an existing ``_id`` is skipped, not refused.
+
+        For idempotent batches (children a crash left uncreated): unordered, so
+        one existing document does not stop the rest. Returns how many were inserted.
+        """
+        moment = now or utcnow()
+        stored = [stamp_created(check_new_document(dict(d)), moment) for d in docs]
+        if not stored:
+            return 0
+        try:
+            with self.bounded("create"):
+                result = await self.collection(dataset).insert_many(
+                    stored, session=session, ordered=False)
+        except pymongo.errors.BulkWriteError as exc:
+            if not _only_duplicates(exc):
+                raise
+            return int(exc.details.get("nInserted", 0))
+        return len(result.inserted_ids)
+
     async def replace(
         self,
         doc: Mapping[str, Any],
@@ -317,14 +346,8 @@ class Lake:
         adds its own ``_rev``/``_updatedAt``. With ``expected_rev`` the write is
         fenced; ``match`` adds conditions. A miss raises ``RevisionConflict``.
         """
-        ops = {k: dict(v) for k, v in update.items()}
-        if not ops or any(not k.startswith("$") for k in ops):
-            raise InvalidInput("a patch needs update operators such as $set", update=list(ops))
-        touched = {path for op in ops.values() for path in op}
-        if touched & {"_id", "_rev", "_createdAt", "_updatedAt"}:
-            raise InvalidInput("system fields are maintained by the lake", fields=sorted(touched))
         rev = new_rev()
-        ops.setdefault("$set", {}).update({"_rev": rev, "_updatedAt": iso(now or utcnow())})
+        ops = _stamped_operators(update, rev, now)
         query: dict[str, Any] = {"_id": doc_id, **(match or {})}
         if expected_rev is not None:
             query["_rev"] = expected_rev
@@ -343,6 +366,39 @@ class Lake:
                     expected_rev=expected_rev,
                 )
         return rev
+
+    async def update_many(
+        self,
+        filter_: Mapping[str, Any],
+        update: Mapping[str, Any],
+        *,
+        dataset: str | None = None,
+        session: AsyncClientSession | None = None,
+        now: datetime | None = None,
+    ) -> int:
+        """Apply update operators to every matching document; return how many matched.
+
+        Each gets a new ``_rev`` and ``_updatedAt`` like ``update`` gives one
+        document, so a writer fenced on a ``_rev`` it loaded before misses.
+        """
+        ops = _stamped_operators(update, new_rev(), now)
+        with self.bounded("update"):
+            result = await self.collection(dataset).update_many(
+                dict(filter_), ops, session=session)
+        return result.matched_count
+
+    async def groq(
+        self,
+        query: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        now: datetime | None = None,
+        budget: Budget | None = None,
+        dataset: str | None = None,
+    ) -> Any:
+        """Evaluate a GROQ query over one dataset (pushed down as a prefilter, then checked)."""
+        return await query_collection(self.collection(dataset), query, params=params,
+                                      now=now, budget=budget)  # fmt: skip
 
     async def patch(
         self,
@@ -377,8 +433,10 @@ class Lake:
         expected_rev: str | None = None,
         dataset: str | None = None,
         session: AsyncClientSession | None = None,
+        match: Mapping[str, Any] | None = None,
     ) -> bool:
-        query: dict[str, Any] = {"_id": doc_id}
+        """Delete one document; ``expected_rev`` fences it, ``match`` adds conditions."""
+        query: dict[str, Any] = {"_id": doc_id, **(match or {})}
         if expected_rev is not None:
             query["_rev"] = expected_rev
         with self.bounded("delete"):
@@ -416,6 +474,20 @@ class Lake:
 
     async def close(self) -> None:
         await self.client.close()
+
+
+def _stamped_operators(update: Mapping[str, Any], rev: str, now: datetime | None
+                       ) -> dict[str, dict[str, Any]]:
+    """Checked update operators plus the lake's own ``_rev``/``_updatedAt``."""
+    if not update or any(not k.startswith("$") or not isinstance(v, Mapping)
+                         for k, v in update.items()):
+        raise InvalidInput("a patch needs update operators such as $set", update=list(update))
+    ops = {k: dict(v) for k, v in update.items()}
+    touched = {path for op in ops.values() for path in op}
+    if touched & {"_id", "_rev", "_createdAt", "_updatedAt"}:
+        raise InvalidInput("system fields are maintained by the lake", fields=sorted(touched))
+    ops.setdefault("$set", {}).update({"_rev": rev, "_updatedAt": iso(now or utcnow())})
+    return ops
 
 
 def _only_duplicates(exc: pymongo.errors.BulkWriteError) -> bool:
