@@ -28,8 +28,8 @@ from typing import Any
 
 from _harness import lake_uri
 
+from kinflow.core.context import iso
 from kinflow.engine import Engine
-from kinflow.engine.context import iso
 from kinflow.settings import Settings
 from kinflow.storage import Lake
 from kinflow.storage.connect import make_client

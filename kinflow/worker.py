@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from kinflow.core.context import iso
+from kinflow.core.state import INSTANCE_TYPE
 from kinflow.engine import Actor, Engine
-from kinflow.engine.context import iso
-from kinflow.engine.state import INSTANCE_TYPE
 from kinflow.errors import DocumentExists, RevisionConflict
 from kinflow.storage.lake import IndexSpec
 

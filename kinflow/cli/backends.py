@@ -15,8 +15,8 @@ from typing import Any, Protocol
 import httpx
 
 from kinflow.core import readmodel
+from kinflow.core.state import INSTANCE_TYPE
 from kinflow.engine import Actor, Engine, OperationResult
-from kinflow.engine.state import INSTANCE_TYPE
 from kinflow.errors import KinflowError, ServerUnreachable
 from kinflow.plugins import build_engine
 from kinflow.schema.rows import registry_rows

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from kinflow.core.readmodel import instance_status
-from kinflow.engine.state import INSTANCE_TYPE
+from kinflow.core.state import INSTANCE_TYPE
 from kinflow.errors import ServerUnreachable
 from kinflow.schema.hubs import instance_topics, parent_topic
 from kinflow.settings import Settings

@@ -3,7 +3,8 @@
 Use ``Engine(lake)`` and its async verbs; pass an ``Actor`` for who is acting.
 """
 
-from kinflow.engine.context import Actor, Limits
+from kinflow.core.context import Actor, Limits
+from kinflow.core.state import Instance
 from kinflow.engine.runner import (
     DeployedDefinition,
     DeployOutcome,
@@ -12,7 +13,6 @@ from kinflow.engine.runner import (
     Engine,
     OperationResult,
 )
-from kinflow.engine.state import Instance
 
 __all__ = [
     "Actor",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kinflow.engine.errors import InjectedFault
+from kinflow.core.errors import InjectedFault
 
 POINTS = frozenset({
     "before-spawn-commit",  # window 1: the spawning commit is planned, not written

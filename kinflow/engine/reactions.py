@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from kinflow.engine.context import Actor
+from kinflow.core.context import Actor
 from kinflow.engine.runner import Engine
 from kinflow.errors import KinflowError
 from kinflow.storage.hub import ALL, ChangeHub

@@ -39,13 +39,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from kinflow.define.validate import Checked
-from kinflow.engine import deploy as deploying
-from kinflow.engine import patch as patching
-from kinflow.engine import sizes, verbs
-from kinflow.engine import spawn as spawning
-from kinflow.engine.cohorts import OBSERVATION_FIELDS, Observation, condemned
-from kinflow.engine.context import (
+from kinflow.core import deploy as deploying
+from kinflow.core import patch as patching
+from kinflow.core import spawn as spawning
+from kinflow.core import verbs
+from kinflow.core.cohorts import OBSERVATION_FIELDS, Observation, condemned
+from kinflow.core.context import (
     Actor,
     Limits,
     NeedsDefinition,
@@ -56,25 +55,27 @@ from kinflow.engine.context import (
     parse_iso,
     random_key,
 )
-from kinflow.engine.errors import (
+from kinflow.core.errors import (
     CascadeLimit,
     ContractViolation,
     DefinitionNotFound,
     EffectNotFound,
     InstanceNotFound,
 )
+from kinflow.core.gates import Verdict
+from kinflow.core.gates import available_actions as action_verdicts
+from kinflow.core.inputs import bounded_outcome
+from kinflow.core.mutation import Mutation
+from kinflow.core.state import INSTANCE_TYPE, Instance, PendingEffect, parse_instance
+from kinflow.define.validate import Checked
+from kinflow.engine import sizes
 from kinflow.engine.faults import Faults
-from kinflow.engine.gates import Verdict
-from kinflow.engine.gates import available_actions as action_verdicts
-from kinflow.engine.inputs import bounded_outcome
-from kinflow.engine.mutation import Mutation
 from kinflow.engine.propagation import Propagator
-from kinflow.engine.state import INSTANCE_TYPE, Instance, PendingEffect, parse_instance
 from kinflow.errors import DocumentExists, KinflowError, RevisionConflict
+from kinflow.gdr import to_gdr
 from kinflow.groq.store import query_collection
 from kinflow.storage.documents import iso as iso_moment
 from kinflow.storage.documents import new_rev, stamp_created
-from kinflow.storage.gdr import to_gdr
 from kinflow.storage.lake import IndexSpec, Lake
 
 if TYPE_CHECKING:
@@ -456,7 +457,7 @@ class Engine:
             handler = self.handlers.get(pending.name)
             if handler is None:
                 if missing_handler == "fail":
-                    from kinflow.engine.errors import MissingEffectHandler
+                    from kinflow.core.errors import MissingEffectHandler
 
                     raise MissingEffectHandler(f"no handler for effect {pending.name!r}",
                                                effect=pending.name, phase="drain")
@@ -1060,6 +1061,6 @@ class Engine:
 
     @staticmethod
     def _iso(moment: datetime) -> str:
-        from kinflow.engine.context import iso
+        from kinflow.core.context import iso
 
         return iso(moment)

@@ -28,17 +28,12 @@ from typing import Any
 
 import bson
 
-from kinflow.engine.errors import InstanceTooLarge
-from kinflow.engine.mutation import Mutation
-
-MONGODB_LIMIT = 16 * 1024 * 1024
-ENGINE_CEILING = 15 * 1024 * 1024
-RESOLUTION_BYTES = 512
-
-
-def engine_limit(instance_bytes: int) -> int:
-    """The ceiling for the engine's own commits: never below the callers' limit."""
-    return max(instance_bytes, ENGINE_CEILING)
+from kinflow.core.errors import InstanceTooLarge
+from kinflow.core.mutation import Mutation
+from kinflow.core.sizes import ENGINE_CEILING as ENGINE_CEILING
+from kinflow.core.sizes import MONGODB_LIMIT as MONGODB_LIMIT
+from kinflow.core.sizes import RESOLUTION_BYTES as RESOLUTION_BYTES
+from kinflow.core.sizes import engine_limit
 
 
 def encoded_size(value: Mapping[str, Any]) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kinflow.engine.deploy import definition_id
+from kinflow.core.deploy import definition_id
 from kinflow.schema.errors import CohortNotFound
 from kinflow.schema.loaders import Doc, Loaders
 from kinflow.schema.rows import Row, select

@@ -25,11 +25,11 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kinflow.engine.state import INSTANCE_TYPE
+from kinflow.core.state import INSTANCE_TYPE
 from kinflow.errors import LakeUnavailable, TooManyStreams
+from kinflow.gdr import document_id
 from kinflow.storage import ChangeHub, Lake
 from kinflow.storage.datasets import Datasets
-from kinflow.storage.gdr import document_id
 
 log = logging.getLogger("kinflow.hub")
 

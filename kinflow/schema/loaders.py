@@ -17,9 +17,9 @@ from typing import Any
 from strawberry.dataloader import DataLoader
 
 from kinflow.core import readmodel
-from kinflow.engine.state import INSTANCE_TYPE
+from kinflow.core.state import INSTANCE_TYPE
+from kinflow.gdr import document_id, format_gdr
 from kinflow.storage import Lake
-from kinflow.storage.gdr import document_id, format_gdr
 
 Doc = dict[str, Any]
 

@@ -14,9 +14,10 @@ from typing import Any
 import strawberry
 
 from kinflow.auth import has_role
+from kinflow.core.owned import check_content_write, check_instance_id
 from kinflow.engine import OperationResult as EngineResult
-from kinflow.engine.owned import check_content_write, check_instance_id
 from kinflow.errors import DatasetNotFound, InvalidInput
+from kinflow.gdr import check_document_id, format_gdr
 from kinflow.schema.context import KInfo
 from kinflow.schema.scalars import JSON, jsonable
 from kinflow.schema.types import (
@@ -27,7 +28,6 @@ from kinflow.schema.types import (
     OperationResult,
     WorkflowInstance,
 )
-from kinflow.storage.gdr import check_document_id, format_gdr
 
 log = logging.getLogger("kinflow.api")
 

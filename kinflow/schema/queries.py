@@ -7,10 +7,11 @@ from typing import Annotated, Any
 import strawberry
 
 from kinflow.core import readmodel
-from kinflow.engine.deploy import DEFINITION_TYPE
-from kinflow.engine.errors import DefinitionNotFound, InstanceNotFound
-from kinflow.engine.state import INSTANCE_TYPE
+from kinflow.core.deploy import DEFINITION_TYPE
+from kinflow.core.errors import DefinitionNotFound, InstanceNotFound
+from kinflow.core.state import INSTANCE_TYPE
 from kinflow.errors import InvalidInput
+from kinflow.gdr import check_document_id, format_gdr
 from kinflow.schema.cohorts import check_activity, cohort_rows
 from kinflow.schema.context import KInfo
 from kinflow.schema.disconnect import unless_disconnected
@@ -26,7 +27,6 @@ from kinflow.schema.types import (
     decode_cursor,
     encode_cursor,
 )
-from kinflow.storage.gdr import check_document_id, format_gdr
 
 
 async def instance_filter(info: KInfo, where: InstanceFilter | None) -> dict[str, Any] | None:

@@ -14,9 +14,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kinflow.core.conditions import subworkflow_rows
 from kinflow.core.readmodel import row_status
-from kinflow.engine.conditions import subworkflow_rows
-from kinflow.engine.state import parse_instance
+from kinflow.core.state import parse_instance
 
 Doc = dict[str, Any]
 

@@ -18,8 +18,9 @@ from typing import Any
 import strawberry
 
 from kinflow.core import readmodel
-from kinflow.engine.errors import InstanceNotFound
-from kinflow.engine.state import INSTANCE_TYPE
+from kinflow.core.errors import InstanceNotFound
+from kinflow.core.state import INSTANCE_TYPE
+from kinflow.gdr import check_document_id, format_gdr
 from kinflow.schema.cohorts import check_activity, cohort_rows, cohort_signature
 from kinflow.schema.context import KInfo
 from kinflow.schema.errors import SubscriptionLagged
@@ -40,7 +41,6 @@ from kinflow.schema.types import (
     instance_status,
 )
 from kinflow.storage import ChangeEvent, doc_topic
-from kinflow.storage.gdr import check_document_id, format_gdr
 
 Loader = Callable[[Any], Awaitable[Sequence[Doc]]]
 

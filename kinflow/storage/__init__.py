@@ -1,8 +1,8 @@
 """The document lake: datasets, revisions, transactions, GDRs, the change hub."""
 
+from kinflow.gdr import Gdr, document_id, format_gdr, parse_gdr, to_gdr, to_ref
 from kinflow.storage.connect import LakeConnection, open_lake
 from kinflow.storage.documents import utcnow
-from kinflow.storage.gdr import Gdr, document_id, format_gdr, parse_gdr, to_gdr, to_ref
 from kinflow.storage.hub import ALL, ChangeEvent, ChangeHub, Subscription, doc_topic
 from kinflow.storage.lake import Document, IndexSpec, Lake
 from kinflow.timestamps import iso, parse_iso

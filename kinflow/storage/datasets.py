@@ -25,7 +25,7 @@ import pymongo
 from pymongo.errors import PyMongoError
 
 from kinflow.errors import ConfigurationError, DatasetNotFound, GdrError, LakeUnavailable
-from kinflow.storage.gdr import check_dataset
+from kinflow.gdr import check_dataset
 
 if TYPE_CHECKING:
     from kinflow.storage.lake import Lake

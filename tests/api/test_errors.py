@@ -18,7 +18,7 @@ from pymongo import MongoClient
 from starlette.testclient import TestClient
 
 from kinflow.app import create_app
-from kinflow.engine import errors as engine_errors
+from kinflow.core import errors as engine_errors
 from kinflow.errors import KinflowError
 from kinflow.schema.errors import shape_error
 from tests.api.conftest import data, error_code, gql, make_settings

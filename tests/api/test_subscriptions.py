@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from kinflow.engine.conditions import subworkflow_rows
-from kinflow.engine.state import parse_instance
+from kinflow.core.conditions import subworkflow_rows
+from kinflow.core.state import parse_instance
 from tests.api.conftest import data, gql
 from tests.api.families import build_family, stamp
 from tests.api.test_mutations import KITCHEN, deploy, fire, start

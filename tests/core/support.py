@@ -9,11 +9,11 @@ import itertools
 from datetime import UTC, datetime
 from typing import Any
 
+from kinflow.core import verbs
+from kinflow.core.context import Actor, PlanContext
+from kinflow.core.state import Instance
 from kinflow.define.expand import expand_definition
 from kinflow.define.models import WorkflowDefinition
-from kinflow.engine import verbs
-from kinflow.engine.context import Actor, PlanContext
-from kinflow.engine.state import Instance
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 ALICE = Actor.person("alice", "editor")

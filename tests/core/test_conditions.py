@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from kinflow.engine.conditions import (
+from kinflow.core.conditions import (
     Outcome,
     always_variables,
     check,
@@ -12,7 +12,7 @@ from kinflow.engine.conditions import (
     next_flip,
     reads_now,
 )
-from kinflow.engine.context import Actor
+from kinflow.core.context import Actor
 from kinflow.timestamps import iso
 from tests.core.support import NOW, ctx, definition, start
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from kinflow.engine import effects as fx
-from kinflow.engine import verbs
-from kinflow.engine.errors import ContractViolation, EffectNotFound, EffectOutputsInvalid
-from kinflow.engine.state import Instance
+from kinflow.core import effects as fx
+from kinflow.core import verbs
+from kinflow.core.errors import ContractViolation, EffectNotFound, EffectOutputsInvalid
+from kinflow.core.state import Instance
 from kinflow.timestamps import iso
 from tests.core.support import ALICE, NOW, ctx, definition, history_types, start
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from kinflow.core.errors import FieldValueInvalid
+from kinflow.core.fields import checked_value, find_field, read_path, reference_ids
 from kinflow.define.models import FieldEntry
-from kinflow.engine.errors import FieldValueInvalid
-from kinflow.engine.fields import checked_value, find_field, read_path, reference_ids
 from tests.core.support import definition, start
 
 

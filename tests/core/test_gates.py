@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from kinflow.engine.errors import ActionParamsInvalid
-from kinflow.engine.gates import available_actions, check_params, declared_field
+from kinflow.core.errors import ActionParamsInvalid
+from kinflow.core.gates import available_actions, check_params, declared_field
 from tests.core.support import ALICE, ctx, definition, start
 
 

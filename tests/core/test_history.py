@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kinflow.engine.history import EXECUTION_CONTEXT, actor_stamp, record
+from kinflow.core.history import EXECUTION_CONTEXT, actor_stamp, record
 from kinflow.timestamps import iso
 from tests.core.support import ALICE, NOW, ctx, definition, start
 

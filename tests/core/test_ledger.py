@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from kinflow.engine.errors import ContractViolation
-from kinflow.engine.ledger import fingerprint, is_replay, remember
+from kinflow.core.errors import ContractViolation
+from kinflow.core.ledger import fingerprint, is_replay, remember
 from tests.core.support import NOW, ctx, definition, start
 
 

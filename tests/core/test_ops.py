@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from kinflow.core.errors import ContractViolation, FieldValueInvalid
+from kinflow.core.ops import OpSource, apply_op, set_activity_status
 from kinflow.define.models import FieldRef, LiteralValue, SetOp
-from kinflow.engine.errors import ContractViolation, FieldValueInvalid
-from kinflow.engine.ops import OpSource, apply_op, set_activity_status
 from tests.core.support import ctx, definition, history_types, start
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kinflow.engine.patch import MAX_FILTERS, diff
+from kinflow.core.patch import MAX_FILTERS, diff
 
 
 def rows(*values: int) -> list[dict[str, Any]]:

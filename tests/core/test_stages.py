@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kinflow.engine.stages import move
-from kinflow.engine.state import SubworkflowEntry
+from kinflow.core.stages import move
+from kinflow.core.state import SubworkflowEntry
 from kinflow.timestamps import iso
 from tests.core.support import NOW, ctx, definition, history_types, start
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kinflow.engine.errors import ModelVersionAhead, PersistedDocShape
-from kinflow.engine.state import MODEL_VERSION, parse_instance
+from kinflow.core.errors import ModelVersionAhead, PersistedDocShape
+from kinflow.core.state import MODEL_VERSION, parse_instance
 from tests.core.support import definition, start
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from kinflow.core.state import Instance, parse_instance
 from kinflow.engine import Engine
-from kinflow.engine.state import Instance, parse_instance
 
 
 async def all_instances(engine: Engine) -> dict[str, Instance]:

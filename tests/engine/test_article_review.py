@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from kinflow.core.errors import ActionDisabled
 from kinflow.engine import Actor, Engine
-from kinflow.engine.errors import ActionDisabled
 from tests.engine.definitions import TRANSLATE_ARTICLE, article_review_without_spawn
 
 pytestmark = pytest.mark.lake

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from kinflow.core.errors import InjectedFault
 from kinflow.define.loading import load_definitions
 from kinflow.engine import Engine
-from kinflow.engine.errors import InjectedFault
 from kinflow.worker import Worker
 from tests.engine.cohort_defs import child, items, parent
 from tests.engine.definitions import ARTICLE_REVIEW, TRANSLATE_ARTICLE

@@ -9,17 +9,18 @@ from typing import Any
 import bson
 import pytest
 
-from kinflow.engine import Engine, sizes
-from kinflow.engine.context import Limits, iso
-from kinflow.engine.errors import (
+from kinflow.core import sizes
+from kinflow.core.context import Limits, iso
+from kinflow.core.errors import (
     ContractViolation,
     InputTooLarge,
     InstanceTooLarge,
     ReservedId,
     ReservedType,
 )
-from kinflow.engine.ledger import fingerprint
-from kinflow.engine.owned import check_content_write, check_instance_id
+from kinflow.core.ledger import fingerprint
+from kinflow.core.owned import check_content_write, check_instance_id
+from kinflow.engine import Engine
 from kinflow.worker import LEASE_TYPE, Worker
 from tests.engine.cohort_defs import child, items, parent
 from tests.engine.conftest import Clock

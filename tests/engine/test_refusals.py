@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kinflow.engine import Actor, Engine
-from kinflow.engine.errors import (
+from kinflow.core.errors import (
     ActionDisabled,
     ActionParamsInvalid,
     ContractViolation,
@@ -19,6 +18,7 @@ from kinflow.engine.errors import (
     MissingEffectHandler,
     RequiredFieldNotProvided,
 )
+from kinflow.engine import Actor, Engine
 from tests.engine.definitions import simple
 
 pytestmark = pytest.mark.lake

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from kinflow.engine import Actor, Engine
-from kinflow.engine.errors import (
+from kinflow.core.errors import (
     CascadeLimit,
     ContractViolation,
     DefinitionInvalid,
     EffectNotFound,
 )
-from kinflow.engine.state import Instance
+from kinflow.core.state import Instance
+from kinflow.engine import Actor, Engine
 from kinflow.errors import ConcurrentModification
 from tests.engine.conftest import Clock
 from tests.engine.definitions import ARTICLE_REVIEW, TRANSLATE_ARTICLE, simple
@@ -220,8 +220,8 @@ async def test_scenario_39_idempotent_replay_and_cross_verb_key(engine: Engine) 
 
 
 async def test_scenario_40_start_resumes_by_instance_id(engine: Engine, clock: Clock) -> None:
-    from kinflow.engine.context import PlanContext
-    from kinflow.engine.verbs import StartInstance, plan_create
+    from kinflow.core.context import PlanContext
+    from kinflow.core.verbs import StartInstance, plan_create
 
     await engine.deploy([two_stage(), TRANSLATE_ARTICLE])
     document = await engine.get_definition("two")

@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-from kinflow.engine import Actor, Engine
-from kinflow.engine.conditions import subworkflow_rows
-from kinflow.engine.errors import (
+from kinflow.core.conditions import subworkflow_rows
+from kinflow.core.errors import (
     DefinitionInvalid,
     InjectedFault,
     RequiredFieldNotProvided,
@@ -17,7 +16,8 @@ from kinflow.engine.errors import (
     SpawnDepthExceeded,
     SpawnRowIdentity,
 )
-from kinflow.engine.state import Instance
+from kinflow.core.state import Instance
+from kinflow.engine import Actor, Engine
 from kinflow.errors import KinflowError
 from tests.engine.cohort_defs import SETTLED, child, items, parent
 from tests.engine.definitions import simple
@@ -372,7 +372,7 @@ async def test_scenario_34_an_interrupted_abort_finishes_on_tick_or_retry(
 
 
 async def test_scenario_35_a_crash_mid_drain(engine: Engine) -> None:
-    from kinflow.engine import verbs
+    from kinflow.core import verbs
 
     p = await into_review(engine, "a", "b", definitions=[parent(on_exit="abort"), child()])
     engine.faults.arm("before-drain")

@@ -14,8 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from kinflow.core.state import Instance, parse_instance
 from kinflow.engine import Engine
-from kinflow.engine.state import Instance, parse_instance
 from kinflow.worker import Worker
 
 FAILED_MOVES = {"translate-article": "abandoned", "release-review": "rejected",

@@ -26,7 +26,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.typing import Subprotocol
 
 from kinflow.app import create_app
-from kinflow.engine.context import Limits
+from kinflow.core.context import Limits
 from kinflow.groq import Budget
 from kinflow.settings import Settings
 from tests.reliability.figures import record

@@ -6,6 +6,8 @@ import copy
 
 import pytest
 
+from kinflow.core.deploy import plan_deploy, validate_batch
+from kinflow.core.errors import DefinitionInvalid, DefinitionTooLarge, SpawnContractsInvalid
 from kinflow.define import (
     check_definition,
     content_hash,
@@ -17,8 +19,6 @@ from kinflow.define import (
     define_workflow,
     expand_definition,
 )
-from kinflow.engine.deploy import plan_deploy, validate_batch
-from kinflow.engine.errors import DefinitionInvalid, DefinitionTooLarge, SpawnContractsInvalid
 from tests.engine.definitions import ARTICLE_REVIEW, TRANSLATE_ARTICLE, simple
 
 

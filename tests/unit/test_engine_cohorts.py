@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from kinflow.engine.cohorts import Observation, apply_observations, condemned
-from kinflow.engine.conditions import subworkflow_rows
-from kinflow.engine.context import Actor, PlanContext
-from kinflow.engine.state import Instance
+from kinflow.core.cohorts import Observation, apply_observations, condemned
+from kinflow.core.conditions import subworkflow_rows
+from kinflow.core.context import Actor, PlanContext
+from kinflow.core.state import Instance
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
+from kinflow.core import verbs
+from kinflow.core.cascade import fulfils, hop, next_evaluation_at
+from kinflow.core.conditions import Outcome, Renderer, check, next_flip, subworkflow_rows
+from kinflow.core.context import Actor, NeedsDocuments, PlanContext
+from kinflow.core.errors import ContractViolation, FieldValueInvalid
+from kinflow.core.ledger import is_replay, remember
+from kinflow.core.state import Instance, SubworkflowEntry
 from kinflow.define import sites
 from kinflow.define.expand import expand_definition
 from kinflow.define.models import WorkflowDefinition
-from kinflow.engine import verbs
-from kinflow.engine.cascade import fulfils, hop, next_evaluation_at
-from kinflow.engine.conditions import Outcome, Renderer, check, next_flip, subworkflow_rows
-from kinflow.engine.context import Actor, NeedsDocuments, PlanContext
-from kinflow.engine.errors import ContractViolation, FieldValueInvalid
-from kinflow.engine.ledger import is_replay, remember
-from kinflow.engine.state import Instance, SubworkflowEntry
 from tests.engine.definitions import simple
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kinflow.engine import verbs
-from kinflow.engine.context import Actor, PlanContext
+from kinflow.core import verbs
+from kinflow.core.context import Actor, PlanContext
 from kinflow.errors import KinflowError
 from tests.engine.definitions import simple
 from tests.unit.test_engine_core import deployed

@@ -1,7 +1,7 @@
 import pytest
 
 from kinflow.errors import GdrError
-from kinflow.storage.gdr import Gdr, document_id, format_gdr, parse_gdr, to_gdr, to_ref
+from kinflow.gdr import Gdr, document_id, format_gdr, parse_gdr, to_gdr, to_ref
 
 
 def test_round_trip() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from kinflow import groq
-from kinflow.engine.conditions import SNAPSHOT_MAX_SCANNED, Outcome, check
+from kinflow.core.conditions import SNAPSHOT_MAX_SCANNED, Outcome, check
 from kinflow.groq.store import off_loop
 
 NESTED = 'count(*[_type == "atkrow" && n < 4 && count(*[count(*[n == ^.n]) > 0]) > 0])'

@@ -30,13 +30,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from kinflow.core.actions import fire
+from kinflow.core.conditions import Outcome, Renderer, next_flip, reads_now
+from kinflow.core.context import Actor, PlanContext
+from kinflow.core.stages import move
+from kinflow.core.state import Instance
 from kinflow.define import sites
 from kinflow.define.models import Action, Transition, WorkflowDefinition
-from kinflow.engine.actions import fire
-from kinflow.engine.conditions import Outcome, Renderer, next_flip, reads_now
-from kinflow.engine.context import Actor, PlanContext
-from kinflow.engine.stages import move
-from kinflow.engine.state import Instance
 
 
 @dataclass(slots=True)

@@ -13,19 +13,19 @@ do, then call ``move``.
 
 from __future__ import annotations
 
-from kinflow.define import sites
-from kinflow.define.models import Stage, WorkflowDefinition
-from kinflow.engine.conditions import Outcome, Renderer
-from kinflow.engine.context import PlanContext
-from kinflow.engine.fields import materialise
-from kinflow.engine.history import record
-from kinflow.engine.state import (
+from kinflow.core.conditions import Outcome, Renderer
+from kinflow.core.context import PlanContext
+from kinflow.core.fields import materialise
+from kinflow.core.history import record
+from kinflow.core.state import (
     AbortPending,
     ActivityEntry,
     FilterEvaluation,
     Instance,
     StageEntry,
 )
+from kinflow.define import sites
+from kinflow.define.models import Stage, WorkflowDefinition
 
 
 def _query_params(instance: Instance, ctx: PlanContext) -> dict[str, object]:

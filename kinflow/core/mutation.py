@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kinflow.engine.state import Instance, PendingEffect
+from kinflow.core.state import Instance, PendingEffect
 
 
 @dataclass(slots=True)

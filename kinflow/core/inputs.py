@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kinflow.engine.context import Limits
-from kinflow.engine.errors import InputTooLarge
+from kinflow.core.context import Limits
+from kinflow.core.errors import InputTooLarge
 
 
 def text_bytes(value: str) -> int:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from kinflow.engine.state import ActorModel
+from kinflow.core.state import ActorModel
 from kinflow.groq.budget import Budget
 from kinflow.timestamps import iso as iso  # re-exported: engine modules import it here
 from kinflow.timestamps import parse_iso as parse_iso
@@ -61,7 +61,7 @@ class Limits:
     spawn_depth: int = 6
     fan_out: int = 10_000
     spawn_txn: int = 256  # children created inside the spawning transaction
-    # caller inputs and instance size (kinflow.engine.inputs, kinflow.engine.sizes)
+    # caller inputs and instance size (kinflow.core.inputs, kinflow.core.sizes)
     key_bytes: int = 256
     reason_bytes: int = 4096
     value_bytes: int = 256 * 1024

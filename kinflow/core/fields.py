@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kinflow.core.context import PlanContext
+from kinflow.core.errors import FieldValueInvalid
+from kinflow.core.state import Instance, ResolvedField
 from kinflow.define.models import (
     FieldEntry,
     FieldReadSource,
@@ -24,11 +27,8 @@ from kinflow.define.models import (
     QuerySource,
 )
 from kinflow.define.values import empty_value, kind_problem
-from kinflow.engine.context import PlanContext
-from kinflow.engine.errors import FieldValueInvalid
-from kinflow.engine.state import Instance, ResolvedField
 from kinflow.errors import GdrError
-from kinflow.storage.gdr import to_ref
+from kinflow.gdr import to_ref
 
 SINGLE_REFERENCE = frozenset({"doc.ref", "subject"})
 

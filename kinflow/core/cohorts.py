@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kinflow.engine.context import PlanContext
-from kinflow.engine.history import record
-from kinflow.engine.state import Instance, ObservedChild, ResolvedRow, SubworkflowEntry
+from kinflow.core.context import PlanContext
+from kinflow.core.history import record
+from kinflow.core.state import Instance, ObservedChild, ResolvedRow, SubworkflowEntry
 
 MISSING = "missing"
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kinflow.engine.errors import ReservedId, ReservedType
+from kinflow.core.errors import ReservedId, ReservedType
 
 INSTANCE_PREFIX = "instance."
 ENGINE_ID_PREFIXES = (INSTANCE_PREFIX, "definition.", "lease.")

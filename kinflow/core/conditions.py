@@ -29,10 +29,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kinflow import groq
+from kinflow.core.context import Actor, PlanContext, iso
+from kinflow.core.state import Instance, ResolvedField, StageEntry
 from kinflow.define import sites
 from kinflow.define.models import WorkflowDefinition
-from kinflow.engine.context import Actor, PlanContext, iso
-from kinflow.engine.state import Instance, ResolvedField, StageEntry
 
 REFERENCE_KINDS = frozenset({"doc.ref", "subject"})
 #: Elements one condition may visit (nested loops counted). Conditions run on the event

@@ -17,6 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kinflow.core.conditions import Renderer, check
+from kinflow.core.context import PlanContext
+from kinflow.core.errors import ContractViolation, FieldValueInvalid
+from kinflow.core.fields import checked_value, find_field, read_path
+from kinflow.core.history import record
+from kinflow.core.state import Instance
 from kinflow.define import sites
 from kinflow.define.models import (
     ActorValue,
@@ -41,12 +47,6 @@ from kinflow.define.models import (
     WorkflowDefinition,
 )
 from kinflow.define.values import empty_value
-from kinflow.engine.conditions import Renderer, check
-from kinflow.engine.context import PlanContext
-from kinflow.engine.errors import ContractViolation, FieldValueInvalid
-from kinflow.engine.fields import checked_value, find_field, read_path
-from kinflow.engine.history import record
-from kinflow.engine.state import Instance
 
 
 @dataclass(slots=True)

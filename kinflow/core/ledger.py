@@ -20,9 +20,9 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from kinflow.engine.context import PlanContext, iso, parse_iso
-from kinflow.engine.errors import ContractViolation
-from kinflow.engine.state import Instance, ProcessedRequest
+from kinflow.core.context import PlanContext, iso, parse_iso
+from kinflow.core.errors import ContractViolation
+from kinflow.core.state import Instance, ProcessedRequest
 
 REUSED = "idempotency-key-reused"
 

@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kinflow.core.errors import DefinitionInvalid, DefinitionTooLarge, SpawnContractsInvalid
 from kinflow.define.hashing import content_hash
 from kinflow.define.models import SpawnBlock, WorkflowDefinition
 from kinflow.define.validate import Checked, Issue, check_definition
-from kinflow.engine.errors import DefinitionInvalid, DefinitionTooLarge, SpawnContractsInvalid
 
 DEFINITION_TYPE = "kinflow.definition"
 MODEL_VERSION = 1

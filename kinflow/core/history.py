@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kinflow.engine.context import PlanContext
-from kinflow.engine.state import Instance
+from kinflow.core.context import PlanContext
+from kinflow.core.state import Instance
 
 EXECUTION_CONTEXT = {"runtime": "python", "engine": "kinflow"}
 

@@ -35,19 +35,17 @@ from dataclasses import replace
 from typing import Any
 
 from kinflow import groq
-from kinflow.define import sites
-from kinflow.define.models import Action, SpawnBlock, WorkflowDefinition
-from kinflow.engine.conditions import SNAPSHOT_MAX_SCANNED, Renderer
-from kinflow.engine.context import PlanContext
-from kinflow.engine.errors import (
+from kinflow.core.conditions import SNAPSHOT_MAX_SCANNED, Renderer
+from kinflow.core.context import PlanContext
+from kinflow.core.errors import (
     FanOutLimit,
     SpawnDefinitionUnresolved,
     SpawnDepthExceeded,
     SpawnHandoffInvalid,
     SpawnRowIdentity,
 )
-from kinflow.engine.history import record
-from kinflow.engine.state import (
+from kinflow.core.history import record
+from kinflow.core.state import (
     INSTANCE_TYPE,
     Instance,
     ObservedChild,
@@ -56,7 +54,9 @@ from kinflow.engine.state import (
     StageEntry,
     SubworkflowEntry,
 )
-from kinflow.storage.gdr import is_gdr
+from kinflow.define import sites
+from kinflow.define.models import Action, SpawnBlock, WorkflowDefinition
+from kinflow.gdr import is_gdr
 
 
 class SpawnDeferred(Exception):
@@ -247,9 +247,9 @@ def build_child(parent: Instance, child_doc: dict[str, Any], new_id: str,
     Returns the child and whether the runner still owes its cascade (its first
     hop wants to spawn, or it hit the move limit).
     """
-    from kinflow.engine.cascade import hop
-    from kinflow.engine.stages import prime
-    from kinflow.engine.verbs import StartInstance, finalise, plan_create
+    from kinflow.core.cascade import hop
+    from kinflow.core.stages import prime
+    from kinflow.core.verbs import StartInstance, finalise, plan_create
 
     ancestors = [*(a.to_json() for a in parent.ancestors),
                  {"id": ctx.gdr(parent.id_), "type": INSTANCE_TYPE}]

@@ -16,13 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kinflow.core.conditions import Renderer
+from kinflow.core.context import Actor, PlanContext
+from kinflow.core.errors import ActionParamsInvalid
+from kinflow.core.state import Instance
 from kinflow.define import sites
 from kinflow.define.models import Action, ActionParam, Activity, FieldEntry, WorkflowDefinition
 from kinflow.define.values import is_reference
-from kinflow.engine.conditions import Renderer
-from kinflow.engine.context import Actor, PlanContext
-from kinflow.engine.errors import ActionParamsInvalid
-from kinflow.engine.state import Instance
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ the ops in order, queue the effects (their bindings see the state after the
 ops), then spawn. Whether an action *may* fire is decided elsewhere (the
 caller gate in ``verbs``, the trigger rules in ``cascade``).
 
-Spawning (``kinflow.engine.spawn``) comes last, so ``with`` bindings see the
+Spawning (``kinflow.core.spawn``) comes last, so ``with`` bindings see the
 state after the ops.
 """
 
@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kinflow.core.context import PlanContext
+from kinflow.core.effects import queue_effects
+from kinflow.core.history import record
+from kinflow.core.ops import OpSource, apply_ops
+from kinflow.core.state import Instance
 from kinflow.define.models import Action, WorkflowDefinition
-from kinflow.engine.context import PlanContext
-from kinflow.engine.effects import queue_effects
-from kinflow.engine.history import record
-from kinflow.engine.ops import OpSource, apply_ops
-from kinflow.engine.state import Instance
 
 
 def fire(
@@ -42,6 +42,6 @@ def fire(
     apply_ops(list(action.ops or []), instance, definition, ctx, source)
     queue_effects(instance, definition, ctx, activity, action, params)
     if action.spawn is not None:
-        from kinflow.engine.spawn import spawn
+        from kinflow.core.spawn import spawn
 
         spawn(instance, definition, ctx, activity, action)

@@ -19,19 +19,19 @@ import secrets
 from datetime import timedelta
 from typing import Any
 
-from kinflow.define import sites
-from kinflow.define.models import Action, Effect, WorkflowDefinition
-from kinflow.define.values import kind_problem
-from kinflow.engine.conditions import Renderer
-from kinflow.engine.context import PlanContext, iso, parse_iso
-from kinflow.engine.errors import ContractViolation, EffectNotFound, EffectOutputsInvalid
-from kinflow.engine.history import record
-from kinflow.engine.state import (
+from kinflow.core.conditions import Renderer
+from kinflow.core.context import PlanContext, iso, parse_iso
+from kinflow.core.errors import ContractViolation, EffectNotFound, EffectOutputsInvalid
+from kinflow.core.history import record
+from kinflow.core.state import (
     EffectClaim,
     EffectRun,
     Instance,
     PendingEffect,
 )
+from kinflow.define import sites
+from kinflow.define.models import Action, Effect, WorkflowDefinition
+from kinflow.define.values import kind_problem
 
 
 def queue_effects(

@@ -29,6 +29,29 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from kinflow.core import effects as fx
+from kinflow.core.actions import fire
+from kinflow.core.cascade import hop, next_evaluation_at
+from kinflow.core.cohorts import Observation, apply_observations, condemned
+from kinflow.core.conditions import Renderer
+from kinflow.core.context import PlanContext, iso
+from kinflow.core.errors import (
+    ActionDisabled,
+    ContractViolation,
+    EditFieldDenied,
+    InitialFieldsInvalid,
+    RequiredFieldNotProvided,
+)
+from kinflow.core.fields import checked_value, find_field, materialise, reference_ids
+from kinflow.core.gates import action_verdict, check_params, declared_field
+from kinflow.core.history import record
+from kinflow.core.inputs import check_key, check_text, check_value, check_values
+from kinflow.core.ledger import is_replay, remember
+from kinflow.core.mutation import Mutation
+from kinflow.core.ops import OpSource, apply_op, set_activity_status
+from kinflow.core.sizes import RESOLUTION_BYTES, engine_limit
+from kinflow.core.stages import move, prime
+from kinflow.core.state import INSTANCE_TYPE, TERMINAL_ACTIVITY, Instance
 from kinflow.define import sites
 from kinflow.define.models import (
     AppendOp,
@@ -39,29 +62,6 @@ from kinflow.define.models import (
     WorkflowDefinition,
     find_action,
 )
-from kinflow.engine import effects as fx
-from kinflow.engine.actions import fire
-from kinflow.engine.cascade import hop, next_evaluation_at
-from kinflow.engine.cohorts import Observation, apply_observations, condemned
-from kinflow.engine.conditions import Renderer
-from kinflow.engine.context import PlanContext, iso
-from kinflow.engine.errors import (
-    ActionDisabled,
-    ContractViolation,
-    EditFieldDenied,
-    InitialFieldsInvalid,
-    RequiredFieldNotProvided,
-)
-from kinflow.engine.fields import checked_value, find_field, materialise, reference_ids
-from kinflow.engine.gates import action_verdict, check_params, declared_field
-from kinflow.engine.history import record
-from kinflow.engine.inputs import check_key, check_text, check_value, check_values
-from kinflow.engine.ledger import is_replay, remember
-from kinflow.engine.mutation import Mutation
-from kinflow.engine.ops import OpSource, apply_op, set_activity_status
-from kinflow.engine.sizes import RESOLUTION_BYTES, engine_limit
-from kinflow.engine.stages import move, prime
-from kinflow.engine.state import INSTANCE_TYPE, TERMINAL_ACTIVITY, Instance
 from kinflow.errors import KinflowError
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -268,7 +268,7 @@ def plan_create(verb: StartInstance, ctx: PlanContext) -> Instance:
 
 
 def _context_entry(name: str, value: Any, ctx: PlanContext) -> Any:
-    from kinflow.engine.state import ContextEntry
+    from kinflow.core.state import ContextEntry
 
     kind: str
     stored: Any
@@ -546,7 +546,7 @@ def plan_abort(state: Instance, verb: AbortInstance, ctx: PlanContext) -> Mutati
     entry = m.open_entry()
     if entry is not None:
         entry.exitedAt = ctx.now_iso
-    from kinflow.engine.state import AbortPending
+    from kinflow.core.state import AbortPending
 
     for row in m.subworkflows:
         if row.resolved is None and row.abortPending is None:

@@ -24,8 +24,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from kinflow.core.errors import ModelVersionAhead, PersistedDocShape
 from kinflow.define.models import WorkflowDefinition
-from kinflow.engine.errors import ModelVersionAhead, PersistedDocShape
 
 INSTANCE_TYPE = "kinflow.instance"
 MODEL_VERSION = 1
