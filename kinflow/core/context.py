@@ -15,8 +15,6 @@ query, adds the result and plans again from scratch. That is the one
 from __future__ import annotations
 
 import json
-import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -72,6 +70,9 @@ class Limits:
     groq_max_length: int | None = 100_000
     groq_max_fetched: int | None = 100_000
     definition_bytes: int = 1024 * 1024
+    # the monotonic clock a GROQ timeout is measured on: the shell sets it (the
+    # core reads no clock); without it a query has no deadline
+    budget_clock: Callable[[], float] | None = None
 
     @classmethod
     def from_settings(cls, settings: Any) -> Limits:
@@ -88,9 +89,10 @@ class Limits:
                    definition_bytes=settings.max_definition_bytes)
 
     def groq_budget(self) -> Budget:
-        """A fresh budget for one lake query (the clock is the monotonic one)."""
-        return Budget(max_scanned=self.groq_max_scanned, timeout=self.groq_timeout,
-                      clock=time.monotonic, max_length=self.groq_max_length,
+        """A fresh budget for one lake query, timed on ``budget_clock`` if one is set."""
+        timeout = self.groq_timeout if self.budget_clock is not None else None
+        return Budget(max_scanned=self.groq_max_scanned, timeout=timeout,
+                      clock=self.budget_clock, max_length=self.groq_max_length,
                       max_fetched=self.groq_max_fetched)
 
 
@@ -129,10 +131,6 @@ def query_key(query: str, params: dict[str, Any]) -> str:
     return query + "\x00" + json.dumps(params, sort_keys=True, default=str)
 
 
-def random_key() -> str:
-    return secrets.token_hex(6)
-
-
 @dataclass(slots=True)
 class PlanContext:
     """Everything a planner reads besides the instance."""
@@ -144,7 +142,10 @@ class PlanContext:
     absent: set[str] = field(default_factory=set)  # GDR uris known not to exist
     query_results: dict[str, Any] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
-    new_key: Callable[[], str] = random_key
+    # row keys and claim tokens: the shell's entropy (kinflow.engine.ids), or a
+    # test's counter; the core draws none itself
+    new_key: Callable[[], str] = field(kw_only=True)
+    new_token: Callable[[], str] = field(kw_only=True)
     # deployed child definitions by (name, version or None for the latest); None = absent
     definitions: dict[tuple[str, int | None], dict[str, Any] | None] = field(
         default_factory=dict)

@@ -15,7 +15,6 @@ that expired mid-run is taken over), so handlers dedupe on ``effectKey``.
 
 from __future__ import annotations
 
-import secrets
 from datetime import timedelta
 from typing import Any
 
@@ -104,7 +103,7 @@ def claim(instance: Instance, ctx: PlanContext, key: str, lease_seconds: float) 
     pending.claim = EffectClaim(
         claimedAt=ctx.now_iso, claimedBy=ctx.actor.model(),
         leaseExpiresAt=iso(ctx.now + timedelta(seconds=lease_seconds)),
-        claimToken=secrets.token_hex(8),
+        claimToken=ctx.new_token(),
     )
     return pending.claim
 

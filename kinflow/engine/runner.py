@@ -35,7 +35,7 @@ import inspect
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +53,6 @@ from kinflow.core.context import (
     NeedsLakeQuery,
     PlanContext,
     parse_iso,
-    random_key,
 )
 from kinflow.core.errors import (
     CascadeLimit,
@@ -68,7 +67,7 @@ from kinflow.core.inputs import bounded_outcome
 from kinflow.core.mutation import Mutation
 from kinflow.core.state import INSTANCE_TYPE, Instance, PendingEffect, parse_instance
 from kinflow.define.validate import Checked
-from kinflow.engine import sizes
+from kinflow.engine import ids, sizes
 from kinflow.engine.faults import Faults
 from kinflow.engine.propagation import Propagator
 from kinflow.errors import DocumentExists, KinflowError, RevisionConflict
@@ -193,14 +192,15 @@ class Engine:
         dataset: str | None = None,
         clock: Clock = system_clock,
         limits: Limits | None = None,
-        new_key: Callable[[], str] = random_key,
+        new_key: Callable[[], str] = ids.random_key,
         propagation: str = "auto",
         faults: Faults | None = None,
     ) -> None:
         self.lake = lake
         self.dataset = dataset or lake.default_dataset
         self.clock = clock
-        self.limits = limits or Limits()
+        limits = limits or Limits()
+        self.limits = replace(limits, budget_clock=limits.budget_clock or time.monotonic)
         self.new_key = new_key
         self.handlers: dict[str, EffectHandler] = {}
         self.faults = faults or Faults()
@@ -313,7 +313,7 @@ class Engine:
         actor = actor or Actor.system()
         document = await self.get_definition(definition, version)
         # the id is chosen once, so re-plans (lake reads) and retries agree on it
-        verb = verbs.StartInstance(document, fields, instance_id or verbs.new_instance_id(),
+        verb = verbs.StartInstance(document, fields, instance_id or ids.new_instance_id(),
                                    context, ancestors)
 
         async def callback(session: AsyncClientSession) -> Mutation:
@@ -941,7 +941,7 @@ class Engine:
         return PlanContext(
             now=now, actor=actor, dataset=self.dataset, documents=reads.documents,
             absent=reads.absent, query_results=reads.queries, limits=self.limits,
-            new_key=self.new_key, definitions=reads.definitions,
+            new_key=self.new_key, new_token=ids.random_token, definitions=reads.definitions,
         )
 
     async def _plan(

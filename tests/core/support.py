@@ -20,10 +20,11 @@ ALICE = Actor.person("alice", "editor")
 
 
 def ctx(now: datetime = NOW, actor: Actor | None = None, **kw: Any) -> PlanContext:
-    """A plan context with a fixed moment and counting keys."""
-    counter = itertools.count()
+    """A plan context with a fixed moment and counting keys and tokens."""
+    counter, tokens = itertools.count(), itertools.count()
     return PlanContext(now=now, actor=actor or Actor.system(), dataset="production",
-                       new_key=lambda: f"k{next(counter)}", **kw)  # fmt: skip
+                       new_key=lambda: f"k{next(counter)}",
+                       new_token=lambda: f"token{next(tokens)}", **kw)  # fmt: skip
 
 
 def definition(name: str, stages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from kinflow.core.errors import (
 )
 from kinflow.core.state import Instance
 from kinflow.engine import Actor, Engine
+from kinflow.engine.ids import random_key, random_token
 from kinflow.errors import ConcurrentModification
 from tests.engine.conftest import Clock
 from tests.engine.definitions import ARTICLE_REVIEW, TRANSLATE_ARTICLE, simple
@@ -227,7 +228,8 @@ async def test_scenario_40_start_resumes_by_instance_id(engine: Engine, clock: C
     document = await engine.get_definition("two")
     # a start that crashed right after its create: the document exists, unprimed
     crashed = plan_create(StartInstance(document, instance_id="instance.x"),
-                          PlanContext(now=clock(), actor=ALICE, dataset=engine.dataset))
+                          PlanContext(now=clock(), actor=ALICE, dataset=engine.dataset,
+                                      new_key=random_key, new_token=random_token))
     await engine.lake.create(crashed.to_document())
     resumed = await engine.start_instance("two", instance_id="instance.x")
     assert resumed.instance.primed and resumed.instance.currentStage == "a"

@@ -9,12 +9,14 @@ from kinflow.core.cohorts import Observation, apply_observations, condemned
 from kinflow.core.conditions import subworkflow_rows
 from kinflow.core.context import Actor, PlanContext
 from kinflow.core.state import Instance
+from kinflow.engine.ids import random_key, random_token
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def ctx() -> PlanContext:
-    return PlanContext(now=NOW, actor=Actor.system(), dataset="production")
+    return PlanContext(now=NOW, actor=Actor.system(), dataset="production",
+                       new_key=random_key, new_token=random_token)
 
 
 def parent(*rows: dict[str, Any]) -> Instance:

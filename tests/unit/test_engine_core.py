@@ -24,9 +24,10 @@ NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def ctx(now: datetime = NOW, actor: Actor | None = None, **kw: Any) -> PlanContext:
-    counter = itertools.count()
+    counter, tokens = itertools.count(), itertools.count()
     return PlanContext(now=now, actor=actor or Actor.system(), dataset="production",
-                       new_key=lambda: f"k{next(counter)}", **kw)
+                       new_key=lambda: f"k{next(counter)}",
+                       new_token=lambda: f"token{next(tokens)}", **kw)
 
 
 def deployed(definition: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from kinflow.core import verbs
 from kinflow.core.context import Actor, PlanContext
+from kinflow.engine.ids import random_token
 from kinflow.errors import KinflowError
 from tests.engine.definitions import simple
 from tests.unit.test_engine_core import deployed
@@ -50,7 +51,7 @@ def test_invariants_hold_for_any_verb_sequence(steps: list[tuple[str, ...]]) -> 
         nonlocal now
         now += timedelta(seconds=1)
         return PlanContext(now=now, actor=Actor.person("p"), dataset="production",
-                           new_key=lambda: f"k{next(counter)}")
+                           new_key=lambda: f"k{next(counter)}", new_token=random_token)
 
     state = verbs.plan_start(verbs.StartInstance(deployed(LOOP), None, "instance.p"),
                              ctx()).instance

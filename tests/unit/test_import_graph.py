@@ -144,9 +144,6 @@ def _core_modules() -> dict[str, Path]:
             if name == "kinflow.core" or name.startswith("kinflow.core.")}  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14 core split step 1 moved the engine's modules "
-                   "as they were: context/effects/verbs still draw keys and read time.time "
-                   "until WP1 steps 2-3 (delete this mark then)")
 def test_core_source_names_no_io_clock_or_entropy() -> None:
     problems = []
     for name, path in _core_modules().items():
