@@ -8,11 +8,16 @@ cause surfaces as one of these, never as a bare exception.
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from kinflow.errors import ConcurrentModification, KinflowError
 
 __all__ = [
     "ActionDisabled",
+    "ActionNotFound",
     "ActionParamsInvalid",
+    "ActivityNotFinished",
+    "ActivityNotFound",
     "CascadeLimit",
     "ConcurrentModification",
     "ContractViolation",
@@ -20,27 +25,38 @@ __all__ = [
     "DefinitionNotFound",
     "DefinitionTooLarge",
     "EditFieldDenied",
+    "EditModeInvalid",
+    "EffectClaimed",
     "EffectNotFound",
+    "EffectOutcomeInvalid",
     "EffectOutputsInvalid",
+    "EngineBug",
     "FanOutLimit",
+    "FieldNotFound",
     "FieldValueInvalid",
+    "IdempotencyKeyInvalid",
+    "IdempotencyKeyReused",
     "InitialFieldsInvalid",
     "InjectedFault",
     "InputTooLarge",
+    "InstanceExists",
     "InstanceNotFound",
     "InstanceTooLarge",
     "MissingEffectHandler",
     "ModelVersionAhead",
     "PersistedDocShape",
+    "PlanReadLimit",
     "RequiredFieldNotProvided",
     "ReservedId",
     "ReservedType",
+    "ResetTargetInvalid",
     "SpawnContractsInvalid",
     "SpawnDefinitionUnresolved",
     "SpawnDepthExceeded",
     "SpawnHandoffInvalid",
     "SpawnNotSupported",
     "SpawnRowIdentity",
+    "StageNotFound",
 ]
 
 
@@ -109,9 +125,105 @@ class CascadeLimit(KinflowError):
 
 
 class ContractViolation(KinflowError):
-    """A caller bug: unknown activity, reused idempotency key, bad resume, ..."""
+    """A caller bug: a call that can never succeed; ``details.reason`` says which.
+
+    Each kind is a subclass that keeps the code (clients and tests match on
+    ``contract-violation``) and sets its own stable ``reason``; a site that
+    refuses for a narrower reason passes ``reason=`` itself.
+    """
 
     code = "contract-violation"
+    reason: ClassVar[str | None] = None
+
+    def __init__(self, message: str, **details: Any) -> None:
+        if self.reason is not None:
+            details.setdefault("reason", self.reason)
+        super().__init__(message, **details)
+
+
+class IdempotencyKeyInvalid(ContractViolation):
+    """An empty idempotency key."""
+
+    reason = "idempotency-key-empty"
+
+
+class IdempotencyKeyReused(ContractViolation):
+    """A key already used for another verb or with other arguments."""
+
+    reason = "idempotency-key-reused"
+
+
+class EffectClaimed(ContractViolation):
+    """An effect claimed by someone else (another claim token holds it)."""
+
+    reason = "effect-claimed"
+
+
+class EffectOutcomeInvalid(ContractViolation):
+    """An effect completed as something other than ``done`` or ``failed``."""
+
+    reason = "effect-outcome-invalid"
+
+
+class FieldNotFound(ContractViolation):
+    """No such field: not live (``field-not-live``) or not in the view (``field-not-in-view``)."""
+
+    reason = "field-not-live"
+
+
+class ActivityNotFound(ContractViolation):
+    """The activity is not in the instance's open stage."""
+
+    reason = "activity-not-in-stage"
+
+
+class ActivityNotFinished(ContractViolation):
+    """A reset of an activity that is still running."""
+
+    reason = "activity-not-finished"
+
+
+class ActionNotFound(ContractViolation):
+    """The stage has no action of that name."""
+
+    reason = "action-not-in-stage"
+
+
+class StageNotFound(ContractViolation):
+    """The definition has no stage of that name."""
+
+    reason = "stage-not-found"
+
+
+class ResetTargetInvalid(ContractViolation):
+    """A reset to a status other than ``active`` or ``skipped``."""
+
+    reason = "reset-target-invalid"
+
+
+class EditModeInvalid(ContractViolation):
+    """An edit mode the engine does not know."""
+
+    reason = "edit-mode-invalid"
+
+
+class InstanceExists(ContractViolation):
+    """A start under an existing id that cannot resume it (``instance-aborted-unprimed`` too)."""
+
+    reason = "instance-exists"
+
+
+class PlanReadLimit(KinflowError):
+    """A plan asked for lake reads more than ``details.rounds`` times (a definition reading
+    too many documents or queries at one stage entry): a limit, not a caller bug."""
+
+    code = "plan-read-limit"
+
+
+class EngineBug(KinflowError):
+    """A state validation should have made impossible: a kinflow bug, please report it."""
+
+    code = "internal-error"
 
 
 class EffectNotFound(KinflowError):
