@@ -15,12 +15,17 @@ that expired mid-run is taken over), so handlers dedupe on ``effectKey``.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from kinflow.core.conditions import Renderer
 from kinflow.core.context import PlanContext, iso, parse_iso
-from kinflow.core.errors import ContractViolation, EffectNotFound, EffectOutputsInvalid
+from kinflow.core.errors import (
+    EffectClaimed,
+    EffectNotFound,
+    EffectOutcomeInvalid,
+    EffectOutputsInvalid,
+)
 from kinflow.core.history import record
 from kinflow.core.state import (
     EffectClaim,
@@ -76,18 +81,26 @@ def find_pending(instance: Instance, key: str) -> PendingEffect | None:
     return None
 
 
-def claim_expired(pending: PendingEffect, ctx: PlanContext) -> bool:
+def claim_expired(pending: PendingEffect, now: datetime) -> bool:
+    """The one claim-expiry rule: no claim, no lease, or a lease ended by ``now``."""
     claim = pending.claim
-    if claim is None:
+    if claim is None or claim.leaseExpiresAt is None:
         return True
-    if claim.leaseExpiresAt is None:
-        return True
-    return parse_iso(claim.leaseExpiresAt) <= ctx.now
+    return parse_iso(claim.leaseExpiresAt) <= now
 
 
 def claimable(instance: Instance, ctx: PlanContext) -> list[PendingEffect]:
     """Pending effects nobody holds a live claim on, oldest first."""
-    return [p for p in instance.pendingEffects if claim_expired(p, ctx)]
+    return [p for p in instance.pendingEffects if claim_expired(p, ctx.now)]
+
+
+def next_claimable(instance: Instance, now: datetime, attempted: set[str]
+                   ) -> PendingEffect | None:
+    """The drain's next effect: the oldest not tried yet that nobody holds at ``now``."""
+    for pending in instance.pendingEffects:
+        if pending.key_ not in attempted and claim_expired(pending, now):
+            return pending
+    return None
 
 
 def claim(instance: Instance, ctx: PlanContext, key: str, lease_seconds: float) -> EffectClaim:
@@ -95,8 +108,9 @@ def claim(instance: Instance, ctx: PlanContext, key: str, lease_seconds: float) 
     pending = find_pending(instance, key)
     if pending is None:
         raise EffectNotFound(f"no pending effect {key!r}", effectKey=key)
-    if not claim_expired(pending, ctx):
-        raise ContractViolation(f"effect {key!r} is claimed by someone else", effectKey=key)
+    if not claim_expired(pending, ctx.now):
+        raise EffectClaimed(f"effect {key!r} is claimed by someone else", effectKey=key,
+                            reason="effect-claimed")
     if pending.claim is not None:
         record(instance, ctx, "effectClaimReleased", effectKey=key, effect=pending.name,
                claim=pending.claim.to_json(), via="drain-takeover", actor=ctx.actor.to_json())
@@ -112,7 +126,7 @@ def sweep_claims(instance: Instance, ctx: PlanContext) -> int:
     """Release every expired claim; returns how many were released."""
     released = 0
     for pending in instance.pendingEffects:
-        if pending.claim is not None and claim_expired(pending, ctx):
+        if pending.claim is not None and claim_expired(pending, ctx.now):
             record(instance, ctx, "effectClaimReleased", effectKey=pending.key_,
                    effect=pending.name, claim=pending.claim.to_json(), via="sweep",
                    actor=ctx.actor.to_json())
@@ -151,8 +165,9 @@ def complete(
 ) -> EffectRun:
     """Settle a pending effect as ``done`` or ``failed``; first writer wins."""
     if status not in ("done", "failed"):
-        raise ContractViolation(
-            f"an effect completes as 'done' or 'failed', not {status!r}", status=status
+        raise EffectOutcomeInvalid(
+            f"an effect completes as 'done' or 'failed', not {status!r}", status=status,
+            reason="effect-outcome-invalid",
         )
     pending = find_pending(instance, key)
     if pending is None:

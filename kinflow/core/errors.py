@@ -8,8 +8,6 @@ cause surfaces as one of these, never as a bare exception.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
-
 from kinflow.errors import ConcurrentModification, KinflowError
 
 __all__ = [
@@ -128,89 +126,61 @@ class ContractViolation(KinflowError):
     """A caller bug: a call that can never succeed; ``details.reason`` says which.
 
     Each kind is a subclass that keeps the code (clients and tests match on
-    ``contract-violation``) and sets its own stable ``reason``; a site that
-    refuses for a narrower reason passes ``reason=`` itself.
+    ``contract-violation``); every raise site passes its stable ``reason=``
+    (named in the subclass's docstring). Details stay exactly what the site
+    gave, as for every ``KinflowError``.
     """
 
     code = "contract-violation"
-    reason: ClassVar[str | None] = None
-
-    def __init__(self, message: str, **details: Any) -> None:
-        if self.reason is not None:
-            details.setdefault("reason", self.reason)
-        super().__init__(message, **details)
 
 
 class IdempotencyKeyInvalid(ContractViolation):
-    """An empty idempotency key."""
-
-    reason = "idempotency-key-empty"
+    """An empty idempotency key (reason ``idempotency-key-empty``)."""
 
 
 class IdempotencyKeyReused(ContractViolation):
-    """A key already used for another verb or with other arguments."""
-
-    reason = "idempotency-key-reused"
+    """A key used before for another verb or other arguments (``idempotency-key-reused``)."""
 
 
 class EffectClaimed(ContractViolation):
-    """An effect claimed by someone else (another claim token holds it)."""
-
-    reason = "effect-claimed"
+    """Another claim token holds the effect (reason ``effect-claimed``)."""
 
 
 class EffectOutcomeInvalid(ContractViolation):
-    """An effect completed as something other than ``done`` or ``failed``."""
-
-    reason = "effect-outcome-invalid"
+    """An effect completed as neither ``done`` nor ``failed`` (``effect-outcome-invalid``)."""
 
 
 class FieldNotFound(ContractViolation):
     """No such field: not live (``field-not-live``) or not in the view (``field-not-in-view``)."""
 
-    reason = "field-not-live"
-
 
 class ActivityNotFound(ContractViolation):
-    """The activity is not in the instance's open stage."""
-
-    reason = "activity-not-in-stage"
+    """The activity is not in the instance's open stage (reason ``activity-not-in-stage``)."""
 
 
 class ActivityNotFinished(ContractViolation):
-    """A reset of an activity that is still running."""
-
-    reason = "activity-not-finished"
+    """A reset of an activity that is still running (reason ``activity-not-finished``)."""
 
 
 class ActionNotFound(ContractViolation):
-    """The stage has no action of that name."""
-
-    reason = "action-not-in-stage"
+    """The stage has no action of that name (reason ``action-not-in-stage``)."""
 
 
 class StageNotFound(ContractViolation):
-    """The definition has no stage of that name."""
-
-    reason = "stage-not-found"
+    """The definition has no stage of that name (reason ``stage-not-found``)."""
 
 
 class ResetTargetInvalid(ContractViolation):
-    """A reset to a status other than ``active`` or ``skipped``."""
-
-    reason = "reset-target-invalid"
+    """A reset to neither ``active`` nor ``skipped`` (reason ``reset-target-invalid``)."""
 
 
 class EditModeInvalid(ContractViolation):
-    """An edit mode the engine does not know."""
-
-    reason = "edit-mode-invalid"
+    """An edit mode the engine does not know (reason ``edit-mode-invalid``)."""
 
 
 class InstanceExists(ContractViolation):
-    """A start under an existing id that cannot resume it (``instance-aborted-unprimed`` too)."""
-
-    reason = "instance-exists"
+    """A start under an existing id it cannot resume (``instance-exists``, or
+    ``instance-aborted-unprimed``)."""
 
 
 class PlanReadLimit(KinflowError):

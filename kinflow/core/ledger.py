@@ -21,10 +21,8 @@ from datetime import timedelta
 from typing import Any
 
 from kinflow.core.context import PlanContext, iso, parse_iso
-from kinflow.core.errors import ContractViolation
+from kinflow.core.errors import IdempotencyKeyInvalid, IdempotencyKeyReused
 from kinflow.core.state import Instance, ProcessedRequest
-
-REUSED = "idempotency-key-reused"
 
 
 def fingerprint(op: str, args: dict[str, Any]) -> str:
@@ -42,19 +40,22 @@ def is_replay(instance: Instance, ctx: PlanContext, key: str | None, op: str,
     if key is None:
         return False
     if not isinstance(key, str) or not key.strip():
-        raise ContractViolation("an idempotency key must be a non-empty string", op=op)
+        raise IdempotencyKeyInvalid("an idempotency key must be a non-empty string", op=op,
+                                    reason="idempotency-key-empty")
     for row in instance.processedRequests:
         if row.key != key or parse_iso(row.expiresAt) <= ctx.now:
             continue
         if row.op != op:
-            raise ContractViolation(
+            raise IdempotencyKeyReused(
                 f"idempotency key {key!r} was already used for {row.op}, not {op}",
-                idempotencyKey=key, usedFor=row.op, op=op, reason=REUSED,
+                idempotencyKey=key, usedFor=row.op, op=op,
+                reason="idempotency-key-reused",
             )
         if row.fingerprint is not None and row.fingerprint != fingerprint(op, args or {}):
-            raise ContractViolation(
+            raise IdempotencyKeyReused(
                 f"idempotency key {key!r} was already used for {op} with other arguments",
-                idempotencyKey=key, usedFor=row.op, op=op, reason=REUSED,
+                idempotencyKey=key, usedFor=row.op, op=op,
+                reason="idempotency-key-reused",
             )
         return True
     return False

@@ -19,7 +19,7 @@ from typing import Any
 
 from kinflow.core.conditions import Renderer, check
 from kinflow.core.context import PlanContext
-from kinflow.core.errors import ContractViolation, FieldValueInvalid
+from kinflow.core.errors import ActivityNotFound, EngineBug, FieldNotFound, FieldValueInvalid
 from kinflow.core.fields import checked_value, find_field, read_path
 from kinflow.core.history import record
 from kinflow.core.state import Instance
@@ -79,7 +79,7 @@ def value_of(expr: ValueExpr, instance: Instance, ctx: PlanContext, source: OpSo
         return instance.currentStage
     if isinstance(expr, ObjectValue):
         return {k: value_of(v, instance, ctx, source) for k, v in expr.fields.items()}
-    raise ContractViolation(f"unknown value expression {expr!r}")
+    raise EngineBug(f"unknown value expression {expr!r}")  # validation rules it out
 
 
 def apply_ops(
@@ -103,9 +103,9 @@ def apply_op(
         return
     target = find_field(instance, op.target.scope, op.target.field, source.activity)
     if target is None:
-        raise ContractViolation(
+        raise FieldNotFound(
             f"{op.type}: no live {op.target.scope} field {op.target.field!r}",
-            scope=op.target.scope, field=op.target.field,
+            scope=op.target.scope, field=op.target.field, reason="field-not-live",
         )
     before = target.value
     if isinstance(op, SetOp):
@@ -190,8 +190,9 @@ def set_activity_status(instance: Instance, ctx: PlanContext, activity: str, sta
     entry = instance.open_entry()
     found = entry.activity(activity) if entry else None
     if found is None:
-        raise ContractViolation(
-            f"activity {activity!r} is not part of the current stage visit", activity=activity
+        raise ActivityNotFound(
+            f"activity {activity!r} is not part of the current stage visit", activity=activity,
+            reason="activity-not-in-stage",
         )
     previous = found.status
     if previous == status:

@@ -50,7 +50,7 @@ def test_a_claim_holds_a_lease_until_it_expires() -> None:
     with pytest.raises(ContractViolation):
         fx.claim(instance, ctx(), key, lease_seconds=60)
     later = ctx(now=NOW + timedelta(seconds=60))
-    assert fx.claim_expired(instance.pendingEffects[0], later)
+    assert fx.claim_expired(instance.pendingEffects[0], later.now)
     again = fx.claim(instance, later, key, lease_seconds=60)
     assert again.claimToken and "effectClaimReleased" in history_types(instance)
 
