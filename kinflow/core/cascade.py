@@ -19,7 +19,12 @@ Rules, in the order they apply within one *hop*:
    *satisfied* ``when`` wins; an *unevaluable* one halts the scan (the
    instance waits rather than fall through); *unsatisfied* continues.
 4. At most **one** stage move per hop; the new stage's triggers run in the
-   next hop (the runner commits each hop).
+   next hop (the shell commits each hop; a child settling inside its
+   parent's spawn runs its hops in ``commit.settle``).
+
+A fired action's children go to the ``Spawner`` the hop was given; when it
+declines (a child settling inside its parent's spawn), the hop stops at once
+with ``waited`` set and its caller drops it.
 
 Gates are caller-free: they render without ``$actor``/``$params``, so a
 cascade resolves the same whoever drives it.
@@ -30,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from kinflow.core.actions import fire
+from kinflow.core.actions import Spawner, fire, no_spawner
 from kinflow.core.conditions import Outcome, Renderer, next_flip, reads_now
 from kinflow.core.context import Actor, PlanContext
 from kinflow.core.stages import move
@@ -46,6 +51,7 @@ class Hop:
     fired: list[tuple[str, str]] = field(default_factory=list)
     transition: Transition | None = None
     halted_on: str | None = None  # the transition whose `when` was unevaluable
+    waited: bool = False  # a spawn had to wait: the hop stopped there, half done
 
     @property
     def moved(self) -> bool:
@@ -82,13 +88,14 @@ def _armed(
 
 
 def run_triggers(
-    instance: Instance, definition: WorkflowDefinition, ctx: PlanContext
-) -> list[tuple[str, str]]:
-    """Fire cascade-fired actions of the current stage until a pass fires nothing."""
+    instance: Instance, definition: WorkflowDefinition, ctx: PlanContext, spawner: Spawner,
+    result: Hop,
+) -> None:
+    """Fire cascade-fired actions of the current stage until a pass fires nothing
+    (or a spawn has to wait); ``result.fired`` lists them."""
     stage = definition.stage(instance.currentStage)
-    fired: list[tuple[str, str]] = []
     if stage is None or instance.terminal:
-        return fired
+        return
     while True:
         fired_this_pass = False
         for activity in stage.activities or []:
@@ -102,11 +109,14 @@ def run_triggers(
                 if not _armed(instance, definition, ctx, activity.name, action):
                     continue
                 state.firedActions.append(action.name)
-                fire(instance, definition, ctx, activity.name, action, {}, triggered=True)
-                fired.append((activity.name, action.name))
+                result.fired.append((activity.name, action.name))
+                if not fire(instance, definition, ctx, activity.name, action, {},
+                            triggered=True, spawner=spawner):
+                    result.waited = True
+                    return
                 fired_this_pass = True
         if not fired_this_pass:
-            return fired
+            return
 
 
 def pick_transition(
@@ -126,12 +136,15 @@ def pick_transition(
     return None, None
 
 
-def hop(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext) -> Hop:
+def hop(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
+        spawner: Spawner = no_spawner) -> Hop:
     """One cascade hop: triggers to a fixpoint, then at most one stage move."""
     result = Hop()
     if instance.terminal:
         return result
-    result.fired = run_triggers(instance, definition, ctx)
+    run_triggers(instance, definition, ctx, spawner, result)
+    if result.waited:
+        return result
     transition, halted = pick_transition(instance, definition, ctx)
     result.halted_on = halted
     if transition is not None:

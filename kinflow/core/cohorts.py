@@ -1,6 +1,6 @@
 """Keeping registry rows true to their children (engine-model §5.9-5.12).
 
-This module owns how what the runner observed about children lands on the
+This module owns how what the shell observed about children lands on the
 parent's rows, purely. An ``Observation`` is one child's status and stage as
 read from its document (or ``missing`` when the document is gone). Applying
 observations to a parent:
@@ -14,7 +14,9 @@ observations to a parent:
 * a child with no row in this parent is recorded as ``subworkflowOrphaned``
   once per child, and changes no row.
 
-It also answers which rows are condemned and still owed an abort.
+It also answers which rows are condemned and still owed an abort, and which
+children should be alive (``expected_live``: the shell counts them to notice
+a missing child).
 """
 
 from __future__ import annotations
@@ -59,6 +61,21 @@ OBSERVATION_FIELDS = {"_id": 1, "currentStage": 1, "completedAt": 1, "abortedAt"
 
 def rows_by_child(instance: Instance) -> dict[str, SubworkflowEntry]:
     return {row.child_id: row for row in instance.subworkflows}
+
+
+def live_rows(instance: Instance) -> list[SubworkflowEntry]:
+    """Unresolved rows whose child document should exist: a row still seeded while
+    its parent materialises may not have its child yet."""
+    return [r for r in instance.subworkflows
+            if r.resolved is None and not (instance.materialising and r.seed is not None)]
+
+
+def expected_live(instance: Instance, seen: list[Observation]) -> list[str]:
+    """Ids of the children that should be active now: those of ``live_rows`` but the
+    ones ``seen`` just finishing. Fewer active children in the lake than these means
+    a child document is missing (the shell then looks for which)."""
+    finishing = {o.child_id for o in seen if o.status in ("done", "aborted")}
+    return [r.child_id for r in live_rows(instance) if r.child_id not in finishing]
 
 
 def condemned(instance: Instance) -> list[SubworkflowEntry]:

@@ -149,9 +149,6 @@ class PlanContext:
     # deployed child definitions by (name, version or None for the latest); None = absent
     definitions: dict[tuple[str, int | None], dict[str, Any] | None] = field(
         default_factory=dict)
-    creates: list[dict[str, Any]] = field(default_factory=list)  # child documents planned
-    settle: list[str] = field(default_factory=list)  # children whose first hop the runner owes
-    spawn_allowed: bool = True  # False while planning a child's first hop inside a spawn
 
     @property
     def now_iso(self) -> str:

@@ -1,6 +1,8 @@
 """Spawning a cohort: one child workflow per ``forEach`` row (engine-model §5.2-5.4).
 
-This module owns what a spawn does inside the parent's commit, purely:
+This module owns what a spawn means, as data; it plans children but never
+runs one (that is ``commit.settle_child``), so it imports neither the
+cascade nor the commit planner:
 
 1. refuse past the depth limit (``spawn-depth-exceeded``);
 2. resolve the child definition *before* reading rows
@@ -13,25 +15,24 @@ This module owns what a spawn does inside the parent's commit, purely:
    duplicate identity);
 5. adopt live rows of the same (activity, action, definition) whose key is
    rediscovered into the open visit;
-6. spawn a child for every other key: project ``with`` and ``context``, build
-   the child document, prime it and run its first hops right here, so the
-   child is created *settled* and its registry row already carries what
-   ``$subworkflows`` reads (``observed``, and ``resolved`` when the child
-   finished at once). A child whose first hop would spawn grandchildren is
-   created primed and listed in ``ctx.settle``: the runner cascades it after
-   the commit, before the parent reacts.
+6. for every other key, a ``ChildSeed``: the child's id, definition,
+   projected ``with`` and ``context`` values and ancestors (``plan_spawn``).
+
+The spawner (``actions.Spawner``) turns each seed into a settled child and
+``register`` adds its row, carrying what ``$subworkflows`` reads
+(``observed``, and ``resolved`` when the child finished at once).
 
 Child ids are deterministic (``child_id``): a hash of (parent id, stage entry
 key, activity, action, row key), so a retried or repaired spawn can never
-create a second child for a row. The documents go to ``ctx.creates``; the
-runner writes them in the parent's transaction.
+create a second child for a row. The child documents go on the mutation
+(``Mutation.creates``); the shell writes them in the parent's transaction.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import replace
+from dataclasses import dataclass
 from typing import Any
 
 from kinflow import groq
@@ -51,7 +52,6 @@ from kinflow.core.state import (
     ObservedChild,
     ResolvedRow,
     SpawnSeed,
-    StageEntry,
     SubworkflowEntry,
 )
 from kinflow.define import sites
@@ -59,8 +59,22 @@ from kinflow.define.models import Action, SpawnBlock, WorkflowDefinition
 from kinflow.gdr import is_gdr
 
 
-class SpawnDeferred(Exception):
-    """A child's first hop wants to spawn: leave that hop to the runner."""
+@dataclass(frozen=True, slots=True)
+class ChildSeed:
+    """One child a spawn plans: enough to create it and to register its row."""
+
+    child_id: str
+    definition_doc: dict[str, Any]  # the deployed child definition document
+    inputs: dict[str, Any]  # the ``with`` values
+    context: dict[str, Any]
+    ancestors: list[dict[str, Any]]
+    row_key: str
+    activity: str
+    action: str
+    definition: str  # the child definition's name (the row's ``definition``)
+    entry_key: str  # the parent's stage visit the row is bound to
+    stage: str  # that visit's stage (the row's ``cohortStage``)
+    seeded: bool  # too many children for one transaction: the row keeps the seed
 
 
 # ---- identity ----
@@ -117,13 +131,11 @@ def keyed_rows(rows: list[Any]) -> list[tuple[str, Any]]:
 # ---- the spawn step of an action ----
 
 
-def spawn(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext, activity: str,
-          action: Action) -> None:
-    """Apply ``action.spawn`` to the in-memory parent (§5.2)."""
+def plan_spawn(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
+               activity: str, action: Action) -> list[ChildSeed]:
+    """The children ``action.spawn`` asks for (§5.2); live rows rediscovered are adopted."""
     block = action.spawn
     assert block is not None
-    if not ctx.spawn_allowed:
-        raise SpawnDeferred()
     depth = len(instance.ancestors) + 1
     if depth > ctx.limits.spawn_depth:
         raise SpawnDepthExceeded(
@@ -162,21 +174,28 @@ def spawn(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext, 
                    instanceRef=row.ref.to_json(), rowKey=key)
     fresh = [(key, value) for key, value in rows if key not in live]
     if not fresh:
-        return
+        return []
     context = _context_values(renderer, block, activity, ctx)
     taken = {row.child_id for row in instance.subworkflows}
     seeded = len(fresh) > ctx.limits.spawn_txn if ctx.limits.spawn_txn else False
+    ancestors = _ancestors(instance, ctx)
+    seeds = []
     for key, value in fresh:
-        inputs = _with_values(renderer, block, activity, value, ctx, child_doc)
         new_id = child_id(instance.id_, entry.key_, activity, action.name, key, taken)
         taken.add(new_id)
-        child, owed = build_child(instance, child_doc, new_id, inputs, context, ctx)
-        ctx.creates.append(child.to_document())
-        if owed:
-            ctx.settle.append(new_id)
-        _register(instance, ctx, entry, activity, action.name, block, key, child,
-                  SpawnSeed(version=int(child_doc.get("version", 1)), fields=inputs,
-                            context=context) if seeded else None)
+        seeds.append(ChildSeed(
+            child_id=new_id, definition_doc=child_doc,
+            inputs=_with_values(renderer, block, activity, value, ctx, child_doc),
+            context=context, ancestors=ancestors, row_key=key, activity=activity,
+            action=action.name, definition=block.definition.name, entry_key=entry.key_,
+            stage=entry.name, seeded=seeded,
+        ))
+    return seeds
+
+
+def _ancestors(parent: Instance, ctx: PlanContext) -> list[dict[str, Any]]:
+    return [*(a.to_json() for a in parent.ancestors),
+            {"id": ctx.gdr(parent.id_), "type": INSTANCE_TYPE}]
 
 
 def discover(instance: Instance, renderer: Renderer, block: SpawnBlock,
@@ -239,61 +258,36 @@ def _context_values(renderer: Renderer, block: SpawnBlock, activity: str,
     return values
 
 
-def build_child(parent: Instance, child_doc: dict[str, Any], new_id: str,
-                inputs: dict[str, Any], context: dict[str, Any], ctx: PlanContext
-                ) -> tuple[Instance, bool]:
-    """The child document, primed and settled as far as a pure plan can take it.
-
-    Returns the child and whether the runner still owes its cascade (its first
-    hop wants to spawn, or it hit the move limit).
-    """
-    from kinflow.core.cascade import hop
-    from kinflow.core.stages import prime
-    from kinflow.core.verbs import StartInstance, finalise, plan_create
-
-    ancestors = [*(a.to_json() for a in parent.ancestors),
-                 {"id": ctx.gdr(parent.id_), "type": INSTANCE_TYPE}]
-    verb = StartInstance(child_doc, inputs, new_id, context, ancestors)
-    child = plan_create(verb, ctx)
-    child.parentInstance = parent.id_
-    model = child.definition_model()
-    prime(child, model, ctx)
-    settled = json.loads(json.dumps(child.to_json()))
-    child_ctx = replace(ctx, spawn_allowed=False, creates=[], settle=[])
-    owed = False
-    try:
-        moves = 0
-        while not child.terminal and hop(child, model, child_ctx).moved:
-            moves += 1
-            if moves >= ctx.limits.cascade_moves:
-                owed = True
-                break
-    except SpawnDeferred:
-        child = Instance.model_validate(settled)
-        owed = True
-    finalise(child, model, ctx)
-    if owed:
-        child.nextEvaluationAt = ctx.now_iso  # the heartbeat finishes it after a crash
-    return child, owed
+def reseed(parent: Instance, row: SubworkflowEntry, child_doc: dict[str, Any],
+           ctx: PlanContext) -> ChildSeed:
+    """The seed a registered row of a large spawn keeps, to create its child later."""
+    assert row.seed is not None
+    return ChildSeed(
+        child_id=row.child_id, definition_doc=child_doc, inputs=row.seed.fields,
+        context=row.seed.context, ancestors=_ancestors(parent, ctx), row_key=row.rowKey,
+        activity=row.activity, action=row.action, definition=row.definition,
+        entry_key=row.stageEntry, stage=row.cohortStage, seeded=True,
+    )
 
 
-def _register(instance: Instance, ctx: PlanContext, entry: StageEntry, activity: str,
-              action: str, block: SpawnBlock, key: str, child: Instance,
-              seed: SpawnSeed | None) -> None:
+def register(instance: Instance, ctx: PlanContext, seed: ChildSeed, child: Instance) -> None:
+    """Add the registry row of a planned child, stamped with what the child is now."""
     status, stage = child.observable
     row = SubworkflowEntry.model_validate({
-        "_key": ctx.new_key(), "activity": activity, "action": action,
-        "definition": block.definition.name, "stageEntry": entry.key_,
-        "cohortStage": entry.name, "rowKey": key,
+        "_key": ctx.new_key(), "activity": seed.activity, "action": seed.action,
+        "definition": seed.definition, "stageEntry": seed.entry_key,
+        "cohortStage": seed.stage, "rowKey": seed.row_key,
         "ref": {"id": ctx.gdr(child.id_), "type": INSTANCE_TYPE}, "spawnedAt": ctx.now_iso,
     })
     row.observed = ObservedChild(status=status, stage=stage, at=ctx.now_iso)
-    row.seed = seed
+    if seed.seeded:
+        row.seed = SpawnSeed(version=int(seed.definition_doc.get("version", 1)),
+                             fields=seed.inputs, context=seed.context)
     instance.subworkflows.append(row)
-    record(instance, ctx, "spawned", activity=activity, instanceRef=row.ref.to_json(),
-           rowKey=key, actor=ctx.actor.to_json())
+    record(instance, ctx, "spawned", activity=seed.activity, instanceRef=row.ref.to_json(),
+           rowKey=seed.row_key, actor=ctx.actor.to_json())
     if child.terminal:
         row.resolved = ResolvedRow(at=child.completedAt or ctx.now_iso, stage=child.currentStage,
                                    aborted=True if child.abortedAt else None)
-        record(instance, ctx, "subworkflowResolved", activity=activity,
+        record(instance, ctx, "subworkflowResolved", activity=seed.activity,
                instanceRef=row.ref.to_json(), status=status)

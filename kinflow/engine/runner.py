@@ -41,9 +41,9 @@ from typing import TYPE_CHECKING, Any
 
 from kinflow.core import deploy as deploying
 from kinflow.core import patch as patching
-from kinflow.core import spawn as spawning
 from kinflow.core import verbs
 from kinflow.core.cohorts import OBSERVATION_FIELDS, Observation, condemned
+from kinflow.core.commit import plan_materialise
 from kinflow.core.context import (
     Actor,
     Limits,
@@ -770,16 +770,7 @@ class Engine:
         owed = [r for r in seeded if r.child_id not in exists]
 
         def plan(ctx: PlanContext) -> Mutation:
-            documents = []
-            for row in owed:
-                assert row.seed is not None
-                child_doc = ctx.definition(row.definition, row.seed.version)
-                if child_doc is None:
-                    continue
-                child, _ = spawning.build_child(parent, child_doc, row.child_id,
-                                                row.seed.fields, row.seed.context, ctx)
-                documents.append(child.to_document())
-            return Mutation(instance=parent, creates=documents)
+            return Mutation(instance=parent, creates=plan_materialise(parent, owed, ctx))
 
         mutation = await self._plan(plan, actor, None)
         await self._materialise(parent_id, mutation.creates)

@@ -33,12 +33,6 @@ IMPURE_IMPORTS = ("time", "secrets", "random", "uuid", "asyncio", "os", "socket"
                   "kinflow.settings")  # fmt: skip
 CLOCK_CALLS = ("now", "utcnow", "today", "monotonic", "perf_counter", "token_hex", "urandom")
 
-# The cycles through imports inside functions found when this test was written
-# (issue 14): actions -> spawn -> cascade -> actions, and spawn -> verbs. When the
-# split removes them, the strict xfail below fails: delete it.
-KNOWN_FUNCTION_LEVEL_CYCLES = "issue 14: engine actions -> spawn -> cascade/verbs -> actions"
-
-
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -132,7 +126,6 @@ def test_no_import_cycle_at_module_level() -> None:
     assert _cycles(_graph(with_nested=False)) == []
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_FUNCTION_LEVEL_CYCLES)
 def test_no_import_cycle_through_imports_inside_functions() -> None:
     assert _cycles(_graph(with_nested=True)) == []
 

@@ -1,0 +1,364 @@
+"""The one commit planner: the shape every commit shares, and settling.
+
+Every planner (``verbs``) builds its mutation through a ``Commit``:
+
+1. copy the loaded state (the copy is the mutation; the loaded state is never
+   touched, so a refusal leaves nothing behind);
+2. for keyed verbs, consult the idempotency ledger: a live key of the same
+   call replays (no re-application, just the cascade), a key used for another
+   verb or other arguments is refused;
+3. apply the verb's event (or refuse with a typed error);
+4. record the key, then run one cascade hop (triggers to a fixpoint, at
+   most one stage move);
+5. stamp ``lastChangedAt``, ``nextEvaluationAt`` and the watch-set.
+
+Children a hop spawns are created here, settled: ``settle_child`` creates and
+primes each one and runs its hops in the same bounded loop (``settle``) the
+verbs use, so the parent's registry row already reads what the child did. A
+child whose hop would spawn grandchildren is created primed and listed in
+``Mutation.settle``; the shell cascades it after the commit. Its documents
+go on ``Mutation.creates``; the shell writes them in the parent's
+transaction (past ``limits.spawn_txn``, the rest right after).
+
+Further hops are separate commits that the shell drives with
+``verbs.plan_hop``, checking ``check_moves`` each round. Nothing here does
+I/O; what a plan needs from the lake arrives in the ``PlanContext``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kinflow.core import effects as fx
+from kinflow.core import readmodel, spawn
+from kinflow.core.actions import Spawner
+from kinflow.core.cascade import hop, next_evaluation_at
+from kinflow.core.cohorts import condemned
+from kinflow.core.context import Limits, PlanContext, iso
+from kinflow.core.errors import CascadeLimit, InitialFieldsInvalid, RequiredFieldNotProvided
+from kinflow.core.fields import checked_value, materialise, reference_ids
+from kinflow.core.history import record
+from kinflow.core.inputs import check_key, check_values
+from kinflow.core.ledger import is_replay
+from kinflow.core.mutation import Mutation
+from kinflow.core.sizes import RESOLUTION_BYTES, engine_limit
+from kinflow.core.stages import prime
+from kinflow.core.state import INSTANCE_TYPE, ContextEntry, Instance, SubworkflowEntry
+from kinflow.define.models import WorkflowDefinition
+from kinflow.errors import KinflowError
+
+
+class Commit:
+    """One commit in progress: the mutable copy and the bookkeeping around it."""
+
+    def __init__(self, state: Instance, ctx: PlanContext, *, engine: bool = False) -> None:
+        self.before = state.to_json()
+        # a JSON round trip is a deep copy an order of magnitude faster than copy.deepcopy
+        text = json.dumps(self.before)
+        self.before_bytes = len(text)  # the size guard's estimate of the stored document
+        self.m = Instance.model_validate_json(text)  # half the cost of json.loads + validate
+        # a caller's verb stays under the instance limit; the engine's own commits
+        # (hops, stamps, claims) may use the headroom above it (sizes.py)
+        self.engine = engine
+        self.size_limit: int | None = (engine_limit(ctx.limits.instance_bytes) if engine
+                                       else ctx.limits.instance_bytes)
+        self.ctx = ctx
+        self.definition = self.m.definition_model()
+        self.history_start = len(self.m.history)
+        self.effects_start = {p.key_ for p in self.m.pendingEffects}
+        self.moves = 0
+        self.hopped = False
+        self.creates: list[dict[str, Any]] = []  # child documents planned
+        self.settle: list[str] = []  # children whose cascade the shell owes
+
+    @classmethod
+    def keyed(cls, state: Instance, ctx: PlanContext, key: str | None, op: str,
+              args: dict[str, Any], check: Callable[[], None] | None = None
+              ) -> tuple[Commit, Mutation | None]:
+        """A keyed verb's commit, and its replay when ``key`` already applied this call.
+
+        The key is bounded first, then ``check`` bounds the verb's other inputs.
+        """
+        check_key(key, ctx.limits)
+        if check is not None:
+            check()
+        commit = cls(state, ctx)
+        return commit, commit.replayed(key, op, args)
+
+    def replayed(self, key: str | None, op: str, args: dict[str, Any]) -> Mutation | None:
+        """The replay of a keyed call already applied (one cascade hop, nothing else)."""
+        if not is_replay(self.m, self.ctx, key, op, args):
+            return None
+        self.cascade_once()
+        return self.finish(replay=True)
+
+    def spawner(self, instance: Instance, plan: Callable[[], list[spawn.ChildSeed]]) -> bool:
+        """This commit's ``Spawner``: every child created settled and registered."""
+        for seed in plan():
+            child, owed = settle_child(instance, seed, self.ctx)
+            self.creates.append(child.to_document())
+            if owed:
+                self.settle.append(seed.child_id)
+            spawn.register(instance, self.ctx, seed, child)
+        return True
+
+    def cascade_once(self) -> None:
+        self.hopped = True
+        self.moves += settle(self.m, self.definition, self.ctx, self.spawner, budget=1).moves
+
+    def finish(self, *, replay: bool = False, insert: bool = False, result: Any = None,
+               clears: list[tuple[str, str]] | None = None) -> Mutation:
+        m = self.m
+        after = m.to_json()
+        changed = insert or _state_differs(self.before, after)
+        if changed:
+            m.lastChangedAt = self.ctx.now_iso
+        finalise(m, self.definition, self.ctx)
+        if self.moves and not m.terminal:
+            m.nextEvaluationAt = self.ctx.now_iso  # a hop is owed: the heartbeat finishes it
+        owed = self.before.get("nextEvaluationAt")
+        if not self.hopped and owed and not m.terminal:
+            # a commit that ran no hop (a claim, a sweep) cannot settle a due evaluation
+            m.nextEvaluationAt = min(owed, m.nextEvaluationAt or owed)
+        if len(self.creates) > self.ctx.limits.spawn_txn:
+            m.materialising = True
+        if m.parent_id is not None and (
+                insert or readmodel.observable(self.before) != m.observable):
+            m.propagateTo = m.parent_id  # the parent's row for this child is owed a stamp
+            m.propagateToken = self.ctx.new_key()
+        dirty = changed or any(self.before.get(k) != after_value
+                               for k, after_value in _hints(m).items())
+        return Mutation(
+            instance=m, insert=insert, changed=changed, dirty=dirty, moves=self.moves,
+            creates=self.creates, settle=self.settle,
+            effects_queued=[p for p in m.pendingEffects if p.key_ not in self.effects_start],
+            history=m.history[self.history_start:], replay=replay, result=result,
+            clears=clears or [], before=None if insert else self.before,
+            before_bytes=None if insert else self.before_bytes, size_limit=self.size_limit,
+            size_reserve=self._reserve(),
+        )
+
+    def _reserve(self) -> int:
+        """Room a caller's verb must leave for the rows its live children will resolve."""
+        if self.engine or self.size_limit is None:
+            return 0
+        return RESOLUTION_BYTES * sum(1 for row in self.m.subworkflows if row.resolved is None)
+
+
+_DERIVED = ("lastChangedAt", "nextEvaluationAt", "watch", "_rev", "_createdAt", "_updatedAt",
+            "propagateTo", "propagateToken", "owesAborts", "effectsDueAt", "materialising")
+
+
+def _hints(m: Instance) -> dict[str, Any]:
+    return {"nextEvaluationAt": m.nextEvaluationAt, "watch": m.watch or [],
+            "propagateTo": m.propagateTo, "propagateToken": m.propagateToken,
+            "owesAborts": m.owesAborts, "effectsDueAt": m.effectsDueAt,
+            "materialising": m.materialising}
+
+
+def _state_differs(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    strip = {k: v for k, v in before.items() if k not in _DERIVED}
+    other = {k: v for k, v in after.items() if k not in _DERIVED}
+    return strip != other
+
+
+def finalise(m: Instance, definition: WorkflowDefinition, ctx: PlanContext) -> None:
+    """Refresh the derived, persisted hints: when to tick next, which documents to watch."""
+    due = next_evaluation_at(m, definition, ctx)
+    m.nextEvaluationAt = iso(due) if due is not None else None
+    m.watch = reference_ids(m)
+    m.owesAborts = True if condemned(m) else None
+    m.effectsDueAt = fx.effects_due_at(m)
+
+
+# ---- settling: the one bounded loop ----
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What one bounded settle loop did."""
+
+    moves: int
+    owed: bool  # stopped by the move budget or by a spawn that had to wait
+    waited: bool = False  # a hop's spawn had to wait: that hop is half done
+
+
+def settle(m: Instance, definition: WorkflowDefinition, ctx: PlanContext, spawner: Spawner,
+           *, budget: int) -> Settled:
+    """Hop until a hop moves nothing, the instance ends or ``budget`` moves are made.
+
+    Verbs settle one hop per commit (``budget=1``); a child created inside its
+    parent's spawn settles up to ``limits.cascade_moves``.
+    """
+    moves = 0
+    while not m.terminal and moves < budget:
+        step = hop(m, definition, ctx, spawner)
+        if step.waited:
+            return Settled(moves, owed=True, waited=True)
+        if not step.moved:
+            break
+        moves += 1
+    return Settled(moves, owed=moves >= budget)
+
+
+def check_moves(moves: int, limits: Limits, instance: Instance) -> None:
+    """Refuse a cascade that moved ``limits.cascade_moves`` times (a transition ping-pong)."""
+    if moves >= limits.cascade_moves:
+        raise CascadeLimit(
+            f"instance {instance.id_!r} moved {moves} times in one cascade",
+            instanceId=instance.id_, limit=limits.cascade_moves, stage=instance.currentStage,
+        )
+
+
+def _waiting(instance: Instance, plan: Callable[[], list[spawn.ChildSeed]]) -> bool:
+    """A settling child's spawner: its spawns wait for the shell (nothing is planned)."""
+    return False
+
+
+def settle_child(parent: Instance, seed: spawn.ChildSeed, ctx: PlanContext
+                 ) -> tuple[Instance, bool]:
+    """The child ``seed`` plans, primed and settled as far as a pure plan can take it.
+
+    Returns the child and whether the shell still owes its cascade: a hop
+    wanted to spawn grandchildren (the child is then created just primed, and
+    the shell runs those hops as commits of its own), or the moves ran out.
+    """
+    child, model = _primed(parent, seed, ctx)
+    settled = settle(child, model, ctx, _waiting, budget=ctx.limits.cascade_moves)
+    if settled.waited:  # its hops are dropped: plan the primed child afresh
+        child, model = _primed(parent, seed, ctx)
+    finalise(child, model, ctx)
+    if settled.owed:
+        child.nextEvaluationAt = ctx.now_iso  # the heartbeat finishes it after a crash
+    return child, settled.owed
+
+
+def _primed(parent: Instance, seed: spawn.ChildSeed, ctx: PlanContext
+            ) -> tuple[Instance, WorkflowDefinition]:
+    verb = StartInstance(seed.definition_doc, seed.inputs, seed.child_id, seed.context,
+                         seed.ancestors)
+    child = plan_create(verb, ctx)
+    child.parentInstance = parent.id_
+    model = child.definition_model()
+    prime(child, model, ctx)
+    return child, model
+
+
+def plan_materialise(parent: Instance, owed: list[SubworkflowEntry], ctx: PlanContext
+                     ) -> list[dict[str, Any]]:
+    """The child documents of seeded rows a crash left uncreated (a large spawn's rest)."""
+    documents = []
+    for row in owed:
+        assert row.seed is not None
+        child_doc = ctx.definition(row.definition, row.seed.version)
+        if child_doc is None:
+            continue
+        child, _ = settle_child(parent, spawn.reseed(parent, row, child_doc, ctx), ctx)
+        documents.append(child.to_document())
+    return documents
+
+
+# ---- creating an instance ----
+
+
+@dataclass(slots=True)
+class StartInstance:
+    definition: dict[str, Any]  # the stored definition document (with version, contentHash)
+    fields: dict[str, Any] | None = None
+    instance_id: str | None = None  # required by ``plan_create``: the shell draws it
+    context: dict[str, Any] | None = None
+    ancestors: list[dict[str, Any]] | None = None
+
+
+def check_initial_fields(definition: WorkflowDefinition, fields: Any, dataset: str
+                         ) -> dict[str, Any]:
+    """Caller inputs: every bad row at once, then every missing required field."""
+    if fields is None:
+        fields = {}
+    if not isinstance(fields, dict):
+        raise InitialFieldsInvalid("fields must be an object {name: value}",
+                                   issues=[{"field": "", "reason": "type"}])
+    declared = {entry.name: entry for entry in definition.fields or []}
+    issues: list[dict[str, str]] = []
+    values: dict[str, Any] = {}
+    for name, value in fields.items():
+        entry = declared.get(name)
+        if entry is None:
+            issues.append({"field": name, "reason": "undeclared"})
+        elif entry.initialValue is None or entry.initialValue.type != "input":
+            issues.append({"field": name, "reason": "not-input"})
+        else:
+            try:
+                values[name] = checked_value(entry, value, dataset)
+            except KinflowError as exc:  # FieldValueInvalid, GDR problems
+                issues.append({"field": name, "reason": "wrong-kind",
+                               "detail": getattr(exc, "message", str(exc))})
+    if issues:
+        raise InitialFieldsInvalid("initial fields are invalid", issues=issues)
+    missing = [
+        e.name for e in definition.fields or []
+        if e.required and values.get(e.name) in (None, [])
+    ]
+    if missing:
+        raise RequiredFieldNotProvided(
+            f"required field(s) not provided: {', '.join(missing)}", fields=missing
+        )
+    return values
+
+
+def plan_create(verb: StartInstance, ctx: PlanContext) -> Instance:
+    """The unprimed instance document a start creates (commit 1 of the reference)."""
+    check_values("fields", verb.fields, ctx.limits)
+    check_values("context", verb.context, ctx.limits)
+    document = verb.definition
+    stored = {k: v for k, v in document.items() if not k.startswith("_")}
+    for key in ("version", "contentHash", "modelVersion", "deployedAt"):
+        stored.pop(key, None)
+    definition = WorkflowDefinition.model_validate(stored)
+    inputs = check_initial_fields(definition, verb.fields, ctx.dataset)
+    instance_id = verb.instance_id
+    if instance_id is None:  # the shell draws ids (kinflow.engine.ids): the core has no entropy
+        raise ValueError("plan_create needs an instance id")
+    instance = Instance.model_validate({
+        "_id": instance_id,
+        "_type": INSTANCE_TYPE,
+        "dataset": ctx.dataset,
+        "definition": definition.name,
+        "pinnedVersion": document.get("version", 1),
+        "pinnedContentHash": document.get("contentHash"),
+        "definitionSnapshot": json.dumps(document, separators=(",", ":")),
+        "currentStage": definition.initialStage,
+        "ancestors": verb.ancestors or [],
+        "startedAt": ctx.now_iso,
+        "lastChangedAt": ctx.now_iso,
+        "startedBy": ctx.actor.to_json(),
+    })
+    instance.fields = materialise(
+        definition.fields or [], ctx, visible={}, inputs=inputs,
+        query_params={"self": ctx.gdr(instance_id), "now": ctx.now_iso},
+    )
+    instance.context = [_context_entry(name, value, ctx)
+                        for name, value in (verb.context or {}).items()]
+    record(instance, ctx, "stageEntered", stage=definition.initialStage,
+           actor=ctx.actor.to_json())
+    return instance
+
+
+def _context_entry(name: str, value: Any, ctx: PlanContext) -> ContextEntry:
+    kind: str
+    stored: Any
+    if isinstance(value, bool):
+        kind, stored = "context.boolean", value
+    elif isinstance(value, int | float):
+        kind, stored = "context.number", value
+    elif isinstance(value, str):
+        kind, stored = "context.string", value
+    elif isinstance(value, dict) and "id" in value:
+        kind, stored = "context.ref", value
+    else:
+        kind, stored = "context.json", json.dumps(value)
+    return ContextEntry.model_validate({"_key": ctx.new_key(), "_type": kind, "name": name,
+                                        "value": stored})
