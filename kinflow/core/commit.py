@@ -38,7 +38,12 @@ from kinflow.core.actions import Spawner
 from kinflow.core.cascade import hop, next_evaluation_at
 from kinflow.core.cohorts import condemned
 from kinflow.core.context import Limits, PlanContext, iso
-from kinflow.core.errors import CascadeLimit, InitialFieldsInvalid, RequiredFieldNotProvided
+from kinflow.core.errors import (
+    CascadeLimit,
+    EngineBug,
+    InitialFieldsInvalid,
+    RequiredFieldNotProvided,
+)
 from kinflow.core.fields import checked_value, materialise, reference_ids
 from kinflow.core.history import record
 from kinflow.core.inputs import check_key, check_values
@@ -321,7 +326,7 @@ def plan_create(verb: StartInstance, ctx: PlanContext) -> Instance:
     inputs = check_initial_fields(definition, verb.fields, ctx.dataset)
     instance_id = verb.instance_id
     if instance_id is None:  # the shell draws ids (kinflow.engine.ids): the core has no entropy
-        raise ValueError("plan_create needs an instance id")
+        raise EngineBug("plan_create needs an instance id", definition=definition.name)
     instance = Instance.model_validate({
         "_id": instance_id,
         "_type": INSTANCE_TYPE,

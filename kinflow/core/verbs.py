@@ -82,7 +82,7 @@ def plan_resume(state: Instance, verb: StartInstance, ctx: PlanContext) -> Mutat
         raise InstanceExists(
             f"instance {state.id_!r} already exists for {state.definition} "
             f"v{state.pinnedVersion}", instanceId=state.id_, definition=state.definition,
-            version=state.pinnedVersion,
+            version=state.pinnedVersion, reason="instance-exists",
         )
     commit = Commit(state, ctx)
     if not commit.m.primed:
@@ -151,6 +151,7 @@ def plan_fire_action(state: Instance, verb: FireAction, ctx: PlanContext) -> Mut
         raise ActionNotFound(
             f"stage {m.currentStage!r} has no action {verb.activity}.{verb.action}",
             stage=m.currentStage, activity=verb.activity, action=verb.action,
+            reason="action-not-in-stage",
         )
     verdict = action_verdict(m, definition, ctx, activity, action, ctx.actor)
     if not verdict.enabled:
@@ -188,7 +189,8 @@ def plan_edit_field(state: Instance, verb: EditField, ctx: PlanContext) -> Mutat
         return replay
     m, definition = commit.m, commit.definition
     if verb.mode not in ("set", "append", "unset"):
-        raise EditModeInvalid(f"unknown edit mode {verb.mode!r}", mode=verb.mode)
+        raise EditModeInvalid(f"unknown edit mode {verb.mode!r}", mode=verb.mode,
+                              reason="edit-mode-invalid")
     scope = _edit_scope(m, verb)
     if scope is None:
         raise FieldNotFound(f"no field {verb.field!r} in view", field=verb.field,
@@ -349,7 +351,7 @@ def plan_set_stage(state: Instance, verb: SetStage, ctx: PlanContext) -> Mutatio
     target = definition.stage(verb.stage)
     if target is None:
         raise StageNotFound(f"no stage {verb.stage!r} in {definition.name}",
-                                stage=verb.stage)
+                            stage=verb.stage, reason="stage-not-found")
     if m.terminal or m.currentStage == verb.stage:
         return commit.finish()
     remember(m, ctx, verb.idempotency_key, "setStage", args)
@@ -373,20 +375,21 @@ def plan_reset_activity(state: Instance, verb: ResetActivity, ctx: PlanContext) 
         return replay
     m = commit.m
     if verb.to not in ("active", "skipped"):
-        raise ResetTargetInvalid("an activity resets to 'active' or 'skipped'", to=verb.to)
+        raise ResetTargetInvalid("an activity resets to 'active' or 'skipped'", to=verb.to,
+                                 reason="reset-target-invalid")
     if m.terminal:
         return commit.finish()
     entry = m.open_entry()
     found = entry.activity(verb.activity) if entry else None
     if found is None:
         raise ActivityNotFound(f"activity {verb.activity!r} is not in the current stage",
-                               activity=verb.activity)
+                               activity=verb.activity, reason="activity-not-in-stage")
     if found.status == verb.to:
         return commit.finish()
     if found.status not in TERMINAL_ACTIVITY:
         raise ActivityNotFinished(
             f"activity {verb.activity!r} is {found.status}; only a finished activity resets",
-            activity=verb.activity, status=found.status,
+            activity=verb.activity, status=found.status, reason="activity-not-finished",
         )
     remember(m, ctx, verb.idempotency_key, "resetActivity", args)
     set_activity_status(m, ctx, verb.activity, verb.to)
