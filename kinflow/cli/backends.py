@@ -15,11 +15,11 @@ from typing import Any, Protocol
 import httpx
 
 from kinflow.core import readmodel
+from kinflow.core.registry import registry_rows
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.engine import Actor, Engine, OperationResult
 from kinflow.errors import KinflowError, ServerUnreachable
 from kinflow.plugins import build_engine
-from kinflow.schema.rows import registry_rows
 from kinflow.settings import Settings
 from kinflow.storage import LakeConnection, open_lake
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kinflow.core import readmodel
 from kinflow.core.context import PlanContext
 from kinflow.core.history import record
 from kinflow.core.state import Instance, ObservedChild, ResolvedRow, SubworkflowEntry
@@ -42,8 +43,8 @@ class Observation:
 
     @classmethod
     def of(cls, document: dict[str, object]) -> Observation:
-        aborted, completed = document.get("abortedAt"), document.get("completedAt")
-        status = "aborted" if aborted else "done" if completed else "active"
+        completed = document.get("completedAt")
+        status = readmodel.row_status(document)  # stage as projected: OBSERVATION_FIELDS
         stage = document.get("currentStage")
         token = document.get("propagateToken")
         return cls(str(document["_id"]), status, stage if isinstance(stage, str) else None,

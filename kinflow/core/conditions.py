@@ -30,6 +30,7 @@ from typing import Any
 
 from kinflow import groq
 from kinflow.core.context import Actor, PlanContext, iso
+from kinflow.core.registry import subworkflow_rows
 from kinflow.core.state import Instance, ResolvedField, StageEntry
 from kinflow.define import sites
 from kinflow.define.models import WorkflowDefinition
@@ -166,32 +167,6 @@ def _render_value(field: ResolvedField, ctx: PlanContext) -> Any:
             return document
         return {"_id": value["id"].split(":", 2)[-1], "_type": value.get("type")}
     return value
-
-
-def subworkflow_rows(instance: Instance, entry: StageEntry | None) -> list[dict[str, Any]]:
-    """``$subworkflows``: one object per registry row, from what the rows carry (§5.5)."""
-    open_key = entry.key_ if entry is not None else None
-    rows: list[dict[str, Any]] = []
-    for row in instance.subworkflows:
-        if row.resolved is not None:
-            status = "aborted" if row.resolved.aborted else "done"
-            stage = row.resolved.stage
-        elif row.observed is not None:
-            status, stage = row.observed.status, row.observed.stage
-        else:
-            status, stage = "active", None
-        rows.append({
-            "_id": row.ref.id.split(":", 2)[-1],
-            "rowKey": row.rowKey,
-            "activity": row.activity,
-            "action": row.action,
-            "definition": row.definition,
-            "current": row.stageEntry == open_key,
-            "status": status,
-            "stage": stage,
-            "spawnedAt": row.spawnedAt,
-        })
-    return rows
 
 
 def _effects(instance: Instance, entry: StageEntry | None) -> tuple[dict[str, Any], dict[str, str]]:

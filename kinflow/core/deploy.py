@@ -18,20 +18,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kinflow.core.definitions import DEFINITION_TYPE as DEFINITION_TYPE
+from kinflow.core.definitions import definition_id as definition_id
 from kinflow.core.errors import DefinitionInvalid, DefinitionTooLarge, SpawnContractsInvalid
 from kinflow.define.hashing import content_hash
 from kinflow.define.models import SpawnBlock, WorkflowDefinition
 from kinflow.define.validate import Checked, Issue, check_definition
 
-DEFINITION_TYPE = "kinflow.definition"
 MODEL_VERSION = 1
 
 # (name, None) -> the latest deployed document of that name; (name, n) -> version n.
 Deployed = Mapping[tuple[str, int | None], dict[str, Any]]
-
-
-def definition_id(name: str, version: int) -> str:
-    return f"definition.{name}.v{version}"
 
 
 @dataclass(slots=True)

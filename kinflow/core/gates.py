@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kinflow.core import readmodel
 from kinflow.core.conditions import Renderer
 from kinflow.core.context import Actor, PlanContext
 from kinflow.core.errors import ActionParamsInvalid
@@ -40,10 +41,9 @@ class Verdict:
 
 
 def instance_reason(instance: Instance, definition: WorkflowDefinition) -> str | None:
-    if instance.abortedAt:
-        return "instance-aborted"
-    if instance.completedAt:
-        return "instance-completed"
+    status = instance.terminal_state
+    if status != readmodel.ACTIVE:
+        return f"instance-{status}"  # instance-completed, instance-aborted
     stage = definition.stage(instance.currentStage)
     if stage is None or stage.terminal:
         return "stage-terminal"

@@ -18,12 +18,12 @@ underscore.
 
 from __future__ import annotations
 
-import json
-from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from kinflow.core import readmodel
+from kinflow.core.definitions import parse_snapshot
 from kinflow.core.errors import ModelVersionAhead, PersistedDocShape
 from kinflow.define.models import WorkflowDefinition
 
@@ -259,12 +259,9 @@ class Instance(Part):
     # ---- derived facts ----
 
     @property
-    def terminal_state(self) -> Literal["in-flight", "completed", "aborted"]:
-        if self.abortedAt:
-            return "aborted"
-        if self.completedAt:
-            return "completed"
-        return "in-flight"
+    def terminal_state(self) -> readmodel.Status:
+        """``active``, ``completed`` or ``aborted`` (the read model's one vocabulary)."""
+        return readmodel.status_of(self.abortedAt, self.completedAt)
 
     @property
     def terminal(self) -> bool:
@@ -288,7 +285,7 @@ class Instance(Part):
     @property
     def observable(self) -> tuple[str, str | None]:
         """What a parent's ``$subworkflows`` row reads: (status, stage)."""
-        status = "aborted" if self.abortedAt else "done" if self.completedAt else "active"
+        status = readmodel.ROW_STATUS[self.terminal_state]
         return status, self.currentStage if self.primed else None
 
     @property
@@ -309,16 +306,6 @@ class Instance(Part):
         for key in ("_rev", "_createdAt", "_updatedAt"):
             doc.pop(key, None)
         return doc
-
-
-@lru_cache(maxsize=256)
-def parse_snapshot(snapshot: str) -> WorkflowDefinition:
-    data = json.loads(snapshot)
-    stored = {k: v for k, v in data.items() if not k.startswith("_")} if isinstance(
-        data, dict) else data
-    for key in ("version", "contentHash", "modelVersion", "deployedAt"):
-        stored.pop(key, None)
-    return WorkflowDefinition.model_validate(stored)
 
 
 def parse_instance(document: dict[str, Any]) -> Instance:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kinflow.core.deploy import definition_id
+from kinflow.core.definitions import definition_id
+from kinflow.core.registry import Row, select
 from kinflow.schema.errors import CohortNotFound
 from kinflow.schema.loaders import Doc, Loaders
-from kinflow.schema.rows import Row, select
 
 
 def cohort_rows(

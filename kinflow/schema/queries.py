@@ -7,15 +7,15 @@ from typing import Annotated, Any
 import strawberry
 
 from kinflow.core import readmodel
-from kinflow.core.deploy import DEFINITION_TYPE
+from kinflow.core.definitions import DEFINITION_TYPE
 from kinflow.core.errors import DefinitionNotFound, InstanceNotFound
+from kinflow.core.registry import registry_rows
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.errors import InvalidInput
 from kinflow.gdr import check_document_id, format_gdr
 from kinflow.schema.cohorts import check_activity, cohort_rows
 from kinflow.schema.context import KInfo
 from kinflow.schema.disconnect import unless_disconnected
-from kinflow.schema.rows import registry_rows
 from kinflow.schema.scalars import JSON, jsonable
 from kinflow.schema.types import (
     Cohort,

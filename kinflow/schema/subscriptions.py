@@ -19,6 +19,7 @@ import strawberry
 
 from kinflow.core import readmodel
 from kinflow.core.errors import InstanceNotFound
+from kinflow.core.registry import Row, select
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.gdr import check_document_id, format_gdr
 from kinflow.schema.cohorts import check_activity, cohort_rows, cohort_signature
@@ -28,7 +29,6 @@ from kinflow.schema.family import Family
 from kinflow.schema.hubs import family_topic, parent_topic
 from kinflow.schema.loaders import Doc
 from kinflow.schema.queries import instance_filter
-from kinflow.schema.rows import Row, select
 from kinflow.schema.scalars import JSON, DateTime, jsonable
 from kinflow.schema.types import (
     ChildEvent,

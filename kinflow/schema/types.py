@@ -15,11 +15,11 @@ from enum import Enum
 import strawberry
 
 from kinflow.core import readmodel
+from kinflow.core.registry import CohortCounts, Row, count, registry_rows, select
 from kinflow.core.state import parse_instance
 from kinflow.gdr import document_id, format_gdr
 from kinflow.schema.context import KInfo
 from kinflow.schema.loaders import Doc, parent_id
-from kinflow.schema.rows import CohortCounts, Row, count, registry_rows, select
 from kinflow.schema.scalars import JSON, DateTime, jsonable
 
 

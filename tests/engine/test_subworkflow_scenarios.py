@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from kinflow.core.conditions import subworkflow_rows
 from kinflow.core.errors import (
     DefinitionInvalid,
     InjectedFault,
@@ -16,6 +15,7 @@ from kinflow.core.errors import (
     SpawnDepthExceeded,
     SpawnRowIdentity,
 )
+from kinflow.core.registry import subworkflow_rows
 from kinflow.core.state import Instance
 from kinflow.engine import Actor, Engine
 from kinflow.errors import KinflowError

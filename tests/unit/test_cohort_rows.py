@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kinflow.core.registry import Row
 from kinflow.schema.cohorts import cohort_rows, cohort_signature, definition_activities
-from kinflow.schema.rows import Row
 
 
 def row(key: str, visit: str, current: bool, activity: str = "translate", status: str = "done",

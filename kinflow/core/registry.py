@@ -1,11 +1,14 @@
 """Registry rows and cohorts as the parent sees them (pure; no I/O).
 
 A parent knows its children through the registry rows stored on it
-(engine-model §3.5). ``registry_rows`` pairs each stored row with the object
-``$subworkflows`` binds for it (the engine's own ``subworkflow_rows``), so the
-API and the conditions can never disagree. ``overlay`` refreshes a row with a
-child document newer than the parent's last stamp (used by subscriptions,
-which see the child's commit before propagation stamps the parent).
+(engine-model §3.5). ``row_view`` is the one reading of a stored row: the
+object ``$subworkflows`` binds for it, with the row's status (resolved ->
+done/aborted, else what propagation last observed, else active). The
+conditions bind ``subworkflow_rows`` and the API's ``registry_rows`` are built
+from the same views, so the two can never disagree. ``overlay`` refreshes a
+row with a child document newer than the parent's last stamp (used by
+subscriptions, which see the child's commit before propagation stamps the
+parent).
 """
 
 from __future__ import annotations
@@ -14,11 +17,43 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kinflow.core.conditions import subworkflow_rows
-from kinflow.core.readmodel import row_status
-from kinflow.core.state import parse_instance
+from kinflow.core.readmodel import RowStatus, row_status
+from kinflow.core.state import Instance, StageEntry, SubworkflowEntry, parse_instance
 
 Doc = dict[str, Any]
+
+
+def row_view(row: SubworkflowEntry, open_key: str | None) -> dict[str, Any]:
+    """The ``$subworkflows`` object of one stored row (engine-model §5.5).
+
+    ``open_key`` is the key of the parent's open stage visit: a row spawned in
+    it is ``current``.
+    """
+    status: RowStatus
+    if row.resolved is not None:
+        status = "aborted" if row.resolved.aborted else "done"
+        stage = row.resolved.stage
+    elif row.observed is not None:
+        status, stage = row.observed.status, row.observed.stage
+    else:
+        status, stage = "active", None
+    return {
+        "_id": row.ref.id.split(":", 2)[-1],
+        "rowKey": row.rowKey,
+        "activity": row.activity,
+        "action": row.action,
+        "definition": row.definition,
+        "current": row.stageEntry == open_key,
+        "status": status,
+        "stage": stage,
+        "spawnedAt": row.spawnedAt,
+    }
+
+
+def subworkflow_rows(instance: Instance, entry: StageEntry | None) -> list[dict[str, Any]]:
+    """``$subworkflows``: one object per registry row, from what the rows carry."""
+    open_key = entry.key_ if entry is not None else None
+    return [row_view(row, open_key) for row in instance.subworkflows]
 
 
 @dataclass(frozen=True, slots=True)
