@@ -51,7 +51,13 @@ from kinflow.core.ledger import is_replay
 from kinflow.core.mutation import Mutation
 from kinflow.core.sizes import RESOLUTION_BYTES, engine_limit
 from kinflow.core.stages import prime
-from kinflow.core.state import INSTANCE_TYPE, ContextEntry, Instance, SubworkflowEntry
+from kinflow.core.state import (
+    INSTANCE_TYPE,
+    ContextEntry,
+    Instance,
+    SubworkflowEntry,
+    parse_snapshot,
+)
 from kinflow.define.models import WorkflowDefinition
 from kinflow.errors import KinflowError
 
@@ -319,10 +325,10 @@ def plan_create(verb: StartInstance, ctx: PlanContext) -> Instance:
     check_values("fields", verb.fields, ctx.limits)
     check_values("context", verb.context, ctx.limits)
     document = verb.definition
-    stored = {k: v for k, v in document.items() if not k.startswith("_")}
-    for key in ("version", "contentHash", "modelVersion", "deployedAt"):
-        stored.pop(key, None)
-    definition = WorkflowDefinition.model_validate(stored)
+    snapshot = json.dumps(document, separators=(",", ":"))
+    # the runtime view the instance will read all its life, parsed once per text
+    # (a cohort's children share it)
+    definition = parse_snapshot(snapshot)
     inputs = check_initial_fields(definition, verb.fields, ctx.dataset)
     instance_id = verb.instance_id
     if instance_id is None:  # the shell draws ids (kinflow.engine.ids): the core has no entropy
@@ -334,7 +340,7 @@ def plan_create(verb: StartInstance, ctx: PlanContext) -> Instance:
         "definition": definition.name,
         "pinnedVersion": document.get("version", 1),
         "pinnedContentHash": document.get("contentHash"),
-        "definitionSnapshot": json.dumps(document, separators=(",", ":")),
+        "definitionSnapshot": snapshot,
         "currentStage": definition.initialStage,
         "ancestors": verb.ancestors or [],
         "startedAt": ctx.now_iso,
