@@ -38,6 +38,7 @@ from kinflow.core.actions import Spawner
 from kinflow.core.cascade import hop, next_evaluation_at
 from kinflow.core.cohorts import condemned
 from kinflow.core.context import Limits, PlanContext, iso
+from kinflow.core.definitions import parse_snapshot
 from kinflow.core.errors import (
     CascadeLimit,
     EngineBug,
@@ -51,13 +52,7 @@ from kinflow.core.ledger import is_replay
 from kinflow.core.mutation import Mutation
 from kinflow.core.sizes import RESOLUTION_BYTES, engine_limit
 from kinflow.core.stages import prime
-from kinflow.core.state import (
-    INSTANCE_TYPE,
-    ContextEntry,
-    Instance,
-    SubworkflowEntry,
-    parse_snapshot,
-)
+from kinflow.core.state import INSTANCE_TYPE, ContextEntry, Instance, SubworkflowEntry
 from kinflow.define.models import WorkflowDefinition
 from kinflow.errors import KinflowError
 
@@ -326,8 +321,8 @@ def plan_create(verb: StartInstance, ctx: PlanContext) -> Instance:
     check_values("context", verb.context, ctx.limits)
     document = verb.definition
     snapshot = json.dumps(document, separators=(",", ":"))
-    # the runtime view the instance will read all its life, parsed once per text
-    # (a cohort's children share it)
+    # the runtime view (definitions.runtime_definition) the instance reads all its
+    # life, parsed once per snapshot text: a cohort's children share it
     definition = parse_snapshot(snapshot)
     inputs = check_initial_fields(definition, verb.fields, ctx.dataset)
     instance_id = verb.instance_id
