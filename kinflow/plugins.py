@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kinflow.engine import Engine, Limits
 from kinflow.errors import ConfigurationError
 
 
@@ -58,10 +59,8 @@ def load_handlers(engine: Any, specs: str | None) -> list[str]:
     return loaded
 
 
-def build_engine(lake: Any, settings: Any) -> Any:
+def build_engine(lake: Any, settings: Any) -> Engine:
     """The engine every process builds the same way: limits and handlers from settings."""
-    from kinflow.engine import Engine, Limits
-
     engine = Engine(lake, limits=Limits.from_settings(settings),
                     propagation=settings.propagation)  # fmt: skip
     load_handlers(engine, settings.effect_handlers)

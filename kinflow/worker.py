@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from kinflow.core.context import iso
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.engine import Actor, Engine
 from kinflow.errors import DocumentExists, RevisionConflict
 from kinflow.storage.lake import IndexSpec
+from kinflow.timestamps import iso
 
 if TYPE_CHECKING:
     from kinflow.storage.hub import ChangeHub
@@ -272,5 +272,5 @@ class Worker:
 
     async def _release(self, lease_id: str) -> None:
         with contextlib.suppress(Exception):
-            await self.lake.collection(self.engine.dataset).delete_one(
-                {"_id": lease_id, "holder": self.worker_id})
+            await self.lake.delete(lease_id, match={"holder": self.worker_id},
+                                   dataset=self.engine.dataset)

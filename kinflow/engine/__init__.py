@@ -1,18 +1,14 @@
-"""The workflow engine: a pure core planned by verb, and a runner that commits it.
+"""The workflow engine: the shell over ``kinflow.core`` (commits, cascades, effects, reads).
 
 Use ``Engine(lake)`` and its async verbs; pass an ``Actor`` for who is acting.
 """
 
 from kinflow.core.context import Actor, Limits
 from kinflow.core.state import Instance
-from kinflow.engine.runner import (
-    DeployedDefinition,
-    DeployOutcome,
-    DrainReport,
-    EffectCall,
-    Engine,
-    OperationResult,
-)
+from kinflow.engine.drain import DrainReport, EffectCall
+from kinflow.engine.driving import OperationResult
+from kinflow.engine.facade import Engine
+from kinflow.engine.reads import DeployedDefinition, DeployOutcome
 
 __all__ = [
     "Actor",

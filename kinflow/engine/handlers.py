@@ -16,7 +16,7 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-from kinflow.engine.runner import EffectCall, EffectHandler
+from kinflow.engine.drain import EffectCall, EffectHandler
 
 
 def webhook(url: str, *, timeout: float = 10.0,

@@ -2,8 +2,8 @@
 
 When a child's commit changes what its parent's ``$subworkflows`` row reads,
 the child's document says so (``propagateTo`` + a token, written in the
-child's own transaction) and the runner asks this module for a *round* on the
-parent: one commit that stamps every owed row at once, then the parent's
+child's own transaction) and the shell (``driving``) asks this module for a
+*round* on the parent: one commit that stamps every owed row at once, then the parent's
 cascade, then the same upward. A round on a cohort parent costs in proportion
 to the cohort (the parent document holds every row), so per process at most
 one round per parent runs at a time: a request that arrives while one runs

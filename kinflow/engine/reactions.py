@@ -19,7 +19,7 @@ import asyncio
 import logging
 
 from kinflow.core.context import Actor
-from kinflow.engine.runner import Engine
+from kinflow.engine.facade import Engine
 from kinflow.errors import KinflowError
 from kinflow.storage.hub import ALL, ChangeHub
 

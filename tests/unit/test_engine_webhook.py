@@ -11,8 +11,8 @@ from urllib.error import HTTPError
 
 import pytest
 
+from kinflow.engine.drain import EffectCall
 from kinflow.engine.handlers import webhook
-from kinflow.engine.runner import EffectCall
 
 received: list[dict[str, Any]] = []
 

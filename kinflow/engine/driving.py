@@ -1,0 +1,207 @@
+"""Driving an instance after a verb: hops, child settlement, condemned drains, propagation.
+
+After a verb's own commit the shell drives the cascade, one commit per hop,
+until a hop moves nothing (``cascade-limit`` after ``limits.cascade_moves``
+moves). Subworkflows (docs/subworkflows.md): children whose first hop the
+plan could not run are cascaded before the parent reacts; every hop first
+drains owed aborts and stamps what it observes about children; after a verb,
+a child that changed asks its parent for a propagation round
+(``propagation.Propagator``). Fault points (``faults.Faults``) sit at each
+step of the crash windows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kinflow.core import verbs
+from kinflow.core.cohorts import (
+    OBSERVATION_FIELDS,
+    Observation,
+    condemned,
+    expected_live,
+    live_rows,
+)
+from kinflow.core.context import Actor, PlanContext
+from kinflow.core.errors import CascadeLimit, InstanceNotFound
+from kinflow.core.mutation import Mutation
+from kinflow.core.readmodel import live_children_filter
+from kinflow.core.state import Instance
+from kinflow.engine.indexes import INSTANCES
+from kinflow.engine.materialise import existing_ids
+from kinflow.engine.propagation import Propagator
+from kinflow.engine.transact import Planner, Transactor
+
+if TYPE_CHECKING:
+    from pymongo.asynchronous.client_session import AsyncClientSession
+
+_CHEAP_MISSING_CHECK = 256  # live rows up to which every hop looks for missing children
+
+
+@dataclass(slots=True)
+class OperationResult:
+    """What every mutating verb returns (GRAPHQL.md ``OperationResult``)."""
+
+    instance: Instance
+    changed: bool
+    cascaded: int
+    next_evaluation_at: str | None = None
+
+
+class Driver:
+    """Runs verbs to rest: the verb's commit, its cascade, settlement and propagation."""
+
+    def __init__(self, transact: Transactor, *, propagation: str = "auto") -> None:
+        self.transact = transact
+        # "auto": a verb on a child of a small cohort returns after its parent reacted
+        # (the reference's contract); in a large cohort it returns after its own commits
+        # and the parent reacts in paced, coalesced rounds. "inline"/"background" force one
+        self.propagator = Propagator(self.round, mode=propagation)
+
+    async def verb(self, instance_id: str, name: str, actor: Actor | None, planner: Planner,
+                   *, cascade: bool = True) -> OperationResult:
+        actor = actor or Actor.system()
+        if planner is verbs.plan_hop:
+            mutation = await self.hop(instance_id, name, actor, check_missing=name == "tick")
+        else:
+            mutation = await self.transact.commit(instance_id, planner, verb=name, actor=actor)
+        if not cascade:
+            return OperationResult(mutation.instance, mutation.changed, 0,
+                                   mutation.instance.nextEvaluationAt)
+        return await self.cascade(mutation, actor)
+
+    async def hop(self, instance_id: str, name: str, actor: Actor, *,
+                  check_missing: bool = False) -> Mutation:
+        """One cascade hop that first stamps what the instance's children did."""
+
+        async def gather(state: Instance, session: AsyncClientSession) -> list[Observation]:
+            return await self._gather_children(state, session, check_missing)
+
+        return await self.transact.commit(instance_id, verbs.plan_hop, verb=name, actor=actor,
+                                          gather=gather)
+
+    async def _gather_children(self, state: Instance, session: AsyncClientSession,
+                               check_missing: bool) -> list[Observation]:
+        """Children owing this instance a stamp, and (on a tick) live rows whose child is gone.
+
+        Reads only the children that changed (their ``propagateTo`` names this
+        instance). Every hop of a parent with a small live cohort, and every tick,
+        also counts the live children by index and reads their ids only when the
+        count says a document is missing; for large cohorts only ticks pay for
+        that count, which costs in proportion to the cohort.
+        """
+        t = self.transact
+        owed = await t.lake.find({**INSTANCES, "propagateTo": state.id_}, dataset=t.dataset,
+                                 session=session, projection=OBSERVATION_FIELDS)
+        seen = [Observation.of(doc) for doc in owed]
+        live = live_rows(state)
+        if not live or (not check_missing and len(live) > _CHEAP_MISSING_CHECK):
+            return seen
+        present = await t.lake.count({**INSTANCES, **live_children_filter(state.id_)},
+                                     dataset=t.dataset, session=session)  # fmt: skip
+        if present >= len(expected_live(state, seen)):
+            return seen
+        exists = await existing_ids(t.lake, t.dataset, [r.child_id for r in live], session)
+        seen.extend(Observation.missing(r.child_id) for r in live if r.child_id not in exists)
+        return seen
+
+    async def cascade(self, first: Mutation, actor: Actor, *, propagate: bool = True
+                      ) -> OperationResult:
+        """Drive hops after a verb's commit until one moves nothing, then propagate."""
+        limit = self.transact.limits.cascade_moves
+        moves, changed, last = first.moves, first.changed, first
+        instance_id = first.instance.id_
+        owed = await self._settle(first, actor)
+        while (last.moves or owed) and not last.instance.terminal:
+            if moves >= limit:
+                raise CascadeLimit(
+                    f"instance {instance_id!r} moved {moves} times in one cascade",
+                    instanceId=instance_id, limit=limit, stage=last.instance.currentStage,
+                )
+            await self.drain_condemned(last.instance, actor)
+            last = await self.hop(instance_id, "cascade", actor)
+            moves += last.moves
+            changed = changed or last.changed
+            owed = await self._settle(last, actor)
+        instance = last.instance
+        if instance.owesAborts:  # a terminal move condemned onExit cohorts; drain them too
+            instance = await self.drain_condemned(instance, actor)
+        if propagate:
+            await self.after(instance)
+        return OperationResult(instance, changed, moves, instance.nextEvaluationAt)
+
+    async def _settle(self, mutation: Mutation, actor: Actor) -> bool:
+        """Cascade the children a spawn could not settle in its plan (they spawn too)."""
+        if not mutation.settle:
+            return False
+        for child_id in mutation.settle:
+            self.transact.faults.check("before-child-settle")
+            first = await self.hop(child_id, "cascade", actor)
+            await self.cascade(first, actor, propagate=False)
+        self.transact.faults.check("before-batch-stamp")
+        return True
+
+    async def after(self, instance: Instance) -> None:
+        """A child whose parent is owed a stamp asks for a propagation round."""
+        if instance.propagateTo is None:
+            return
+        self.transact.faults.check("before-propagation")
+        await self.propagator.request(instance.propagateTo)
+
+    async def round(self, parent_id: str) -> int | None:
+        """One propagation round: stamp the parent's rows, cascade it, propagate further.
+
+        Returns the parent's live rows after it (the propagator sizes its cohort by it).
+        """
+        t = self.transact
+        try:
+            result = await self.verb(parent_id, "propagate", Actor.system(), verbs.plan_hop)
+        except InstanceNotFound:  # the parent is gone: the children stop telling it
+            await t.lake.update_many({**INSTANCES, "propagateTo": parent_id},
+                                     {"$unset": {"propagateTo": "", "propagateToken": ""}},
+                                     dataset=t.dataset, now=t.clock())  # fmt: skip
+            return None
+        return sum(1 for row in result.instance.subworkflows if row.resolved is None)
+
+    async def drain_condemned(self, instance: Instance, actor: Actor,
+                              visited: set[str] | None = None) -> Instance:
+        """Carry out aborts owed to condemned children, depth-first, then stamp them (§5.11)."""
+        rows = condemned(instance)
+        if not rows:
+            return instance
+        t = self.transact
+        t.faults.check("before-drain")
+        visited = visited if visited is not None else set()
+        visited.add(instance.id_)
+        for row in rows:
+            child_id = row.child_id
+            if child_id in visited:
+                continue
+            assert row.abortPending is not None
+            verb = verbs.AbortInstance(row.abortPending.reason)
+
+            def abort(state: Instance, ctx: PlanContext,
+                      verb: verbs.AbortInstance = verb) -> Mutation:
+                return verbs.plan_abort(state, verb, ctx)
+
+            try:
+                aborted = await t.commit(child_id, abort, verb="abortInstance", actor=actor)
+            except InstanceNotFound:
+                continue
+            await self.drain_condemned(aborted.instance, actor, visited)
+        ids = [row.child_id for row in rows]
+
+        async def gather(state: Instance, session: AsyncClientSession) -> list[Observation]:
+            found = await t.lake.find({"_id": {"$in": ids}}, dataset=t.dataset,
+                                      session=session, projection=OBSERVATION_FIELDS)
+            by_id = {str(doc["_id"]): doc for doc in found}
+            return [Observation.of(by_id[i]) if i in by_id else Observation.missing(i)
+                    for i in ids]
+
+        try:
+            stamped = await t.commit(instance.id_, verbs.plan_observe, verb="drain", actor=actor,
+                                     gather=gather)
+        except InstanceNotFound:
+            return instance
+        return stamped.instance

@@ -1,0 +1,98 @@
+"""Children a large spawn could not create inside its own transaction.
+
+A spawn commit creates up to ``limits.spawn_txn`` children with the parent and
+marks the parent ``materialising``; the rest are created right after, in
+idempotent batches (an id already there is skipped), and the mark is cleared.
+A crash in between leaves the mark: ``finish`` rebuilds what is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kinflow.core.commit import plan_materialise
+from kinflow.core.context import Actor, PlanContext
+from kinflow.core.mutation import Mutation
+from kinflow.core.state import Instance
+from kinflow.errors import RevisionConflict
+from kinflow.storage.lake import Lake
+
+if TYPE_CHECKING:
+    from pymongo.asynchronous.client_session import AsyncClientSession
+
+    from kinflow.engine.transact import Transactor
+
+_ID_BATCH = 500  # ids per existence lookup
+
+
+async def existing_ids(lake: Lake, dataset: str, ids: Sequence[str],
+                       session: AsyncClientSession | None = None) -> set[str]:
+    """Which of ``ids`` are stored, in indexed batches."""
+    exists: set[str] = set()
+    for start in range(0, len(ids), _ID_BATCH):
+        found = await lake.find({"_id": {"$in": list(ids[start:start + _ID_BATCH])}},
+                                dataset=dataset, session=session, projection={"_id": 1})
+        exists |= {str(doc["_id"]) for doc in found}
+    return exists
+
+
+class Materialiser:
+    """Creates the overflow of a spawn; remembers which parents it is creating now."""
+
+    def __init__(self, transact: Transactor,
+                 insert: Callable[[list[dict[str, Any]]], Awaitable[None]]) -> None:
+        self.transact = transact
+        self.insert = insert  # one batch (the engine's, so tests can hold a batch)
+        # parents whose children this process is creating right now: the heartbeat
+        # leaves them alone (a large spawn outlives its grace period)
+        self.now: set[str] = set()
+
+    async def after_commit(self, mutation: Mutation) -> None:
+        """Post-commit work of a spawn: create the children that did not fit the transaction."""
+        if not mutation.creates:
+            return
+        self.transact.faults.check("after-spawn-commit")
+        rest = mutation.creates[self.transact.limits.spawn_txn:]
+        if not rest:
+            return
+        await self.materialise(mutation.instance.id_, rest)
+
+    async def materialise(self, parent_id: str, documents: list[dict[str, Any]]) -> None:
+        """Create children in idempotent batches, then clear the parent's mark."""
+        t = self.transact
+        self.now.add(parent_id)
+        try:
+            size = max(1, t.limits.spawn_txn)
+            for start in range(0, len(documents), size):
+                if start:
+                    t.faults.check("mid-materialise")
+                await self.insert(documents[start:start + size])
+            try:
+                await t.lake.update(parent_id, {"$unset": {"materialising": "",
+                                                           "subworkflows.$[].seed": ""}},
+                                    dataset=t.dataset, now=t.clock())
+            except RevisionConflict:  # the parent vanished; nothing to mark
+                pass
+        finally:
+            self.now.discard(parent_id)
+
+    async def insert_missing(self, documents: list[dict[str, Any]]) -> None:
+        await self.transact.lake.create_missing(documents, dataset=self.transact.dataset,
+                                                now=self.transact.clock())
+
+    async def finish(self, parent: Instance, actor: Actor) -> int:
+        """Create the children a large spawn registered but a crash left uncreated."""
+        t = self.transact
+        seeded = [r for r in parent.subworkflows if r.seed is not None]
+        if not parent.materialising or not seeded:
+            return 0
+        exists = await existing_ids(t.lake, t.dataset, [r.child_id for r in seeded])
+        owed = [r for r in seeded if r.child_id not in exists]
+
+        def plan(ctx: PlanContext) -> Mutation:
+            return Mutation(instance=parent, creates=plan_materialise(parent, owed, ctx))
+
+        mutation: Mutation = await t.plan(plan, actor, None, t.clock())
+        await self.materialise(parent.id_, mutation.creates)
+        return len(mutation.creates)

@@ -1,0 +1,304 @@
+"""The one commit path: load, plan purely, write through the lake, in one transaction.
+
+Every commit has the same shape:
+
+1. inside one MongoDB transaction, load the instance (with its ``_rev``);
+2. read the clock **once**; plan purely with it: ``planner(state, ctx)`` (or
+   ``planner(state, ctx, seen)`` with what ``gather`` read about children).
+   When the planner asks for a lake read it was not given (``NeedsIO``), read
+   it inside the same transaction and plan again from scratch;
+3. write the mutation with that same moment: insert a new instance; else the
+   diff (``patch.diff``) applied with ``Lake.update`` fenced on the loaded
+   ``_rev``; a whole replace only when there is no ``before``; the children a
+   spawn planned (up to ``limits.spawn_txn``) and the honoured propagation
+   stamps go in the same transaction;
+4. a conflict anywhere (write conflict, fence miss) re-runs the whole
+   callback with a fresh load; after the lake's bounded attempts the caller
+   gets ``concurrent-modification`` naming the verb. A refusal raised by the
+   planner aborts the transaction: nothing is written.
+
+Every write goes through ``Lake`` (deadlines, typed lake errors).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from kinflow.core import deploy as deploying
+from kinflow.core import patch as patching
+from kinflow.core.cohorts import Observation
+from kinflow.core.context import (
+    Actor,
+    Limits,
+    NeedsDefinition,
+    NeedsDocuments,
+    NeedsIO,
+    NeedsLakeQuery,
+    PlanContext,
+)
+from kinflow.core.errors import ContractViolation, InstanceNotFound
+from kinflow.core.mutation import Mutation
+from kinflow.core.state import INSTANCE_TYPE, Instance, parse_instance
+from kinflow.engine import ids, sizes
+from kinflow.engine.faults import Faults
+from kinflow.engine.indexes import INSTANCES
+from kinflow.gdr import to_gdr
+from kinflow.storage.lake import Lake
+from kinflow.timestamps import iso
+
+if TYPE_CHECKING:
+    from pymongo.asynchronous.client_session import AsyncClientSession
+
+Clock = Callable[[], datetime]
+Planner = Callable[..., Mutation]  # (state, ctx) or, with a gather, (state, ctx, seen)
+Gather = Callable[[Instance, "AsyncClientSession"], Awaitable[list[Observation]]]
+IO_ROUNDS = 32
+# registry rows + history rows from which parsing, planning and diffing an instance
+# leave the event loop: on a cohort parent they take 0.1-1 s (docs/performance.md),
+# which would stall every request the process serves meanwhile
+HEAVY_PARTS = 512
+_KEPT_HEAVY = 8  # heavy instances (cohort parents) kept parsed between commits, by _rev
+
+
+def heavy(instance: Instance) -> bool:
+    return len(instance.subworkflows) + len(instance.history) > HEAVY_PARTS
+
+
+def _heavy_document(document: dict[str, Any]) -> bool:
+    rows, history = document.get("subworkflows"), document.get("history")
+    return (len(rows) if isinstance(rows, list) else 0) + (
+        len(history) if isinstance(history, list) else 0) > HEAVY_PARTS
+
+
+@dataclass(slots=True)
+class Reads:
+    """Lake reads gathered for one plan; kept across its re-plans."""
+
+    documents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    absent: set[str] = field(default_factory=set)
+    queries: dict[str, Any] = field(default_factory=dict)
+    definitions: dict[tuple[str, int | None], dict[str, Any] | None] = field(
+        default_factory=dict)
+
+
+class Transactor:
+    """Commits plans on one dataset; keeps a few heavy instances parsed between commits."""
+
+    def __init__(self, lake: Lake, dataset: str, *, clock: Clock, limits: Limits,
+                 new_key: Callable[[], str], faults: Faults,
+                 after_commit: Callable[[Mutation], Awaitable[None]]) -> None:
+        self.lake = lake
+        self.dataset = dataset
+        self.clock = clock
+        self.limits = limits
+        self.new_key = new_key
+        self.faults = faults
+        self.after_commit = after_commit
+        # the last committed state of a few heavy instances: a round on a cohort
+        # parent then reads only its _rev instead of reading and parsing megabytes
+        self.kept: OrderedDict[str, Instance] = OrderedDict()
+
+    async def commit(
+        self,
+        instance_id: str,
+        planner: Planner,
+        *,
+        verb: str,
+        actor: Actor,
+        gather: Gather | None = None,
+        create: Callable[[PlanContext], Mutation] | None = None,
+        attempts: int | None = None,
+        always_write: bool = False,
+    ) -> Mutation:
+        """One transaction on ``instance_id``; ``create`` plans it when it does not exist."""
+
+        async def callback(session: AsyncClientSession) -> Mutation:
+            now = self.clock()
+            if create is not None:  # a start: create, or resume the one already there
+                existing = await self.lake.get(instance_id, dataset=self.dataset,
+                                               session=session)
+                if existing is None:
+                    mutation = await self.plan(create, actor, session, now)
+                    await self.write(mutation, None, session, now)
+                    return mutation
+                state = parse_instance(existing)
+            else:
+                state = await self.load(instance_id, session)
+            if gather is not None:
+                seen = await gather(state, session)
+                mutation = await self.plan(lambda ctx: planner(state, ctx, seen), actor,
+                                           session, now, offload=heavy(state))
+            else:
+                mutation = await self.plan(lambda ctx: planner(state, ctx), actor, session,
+                                           now, offload=heavy(state))
+            if mutation.dirty or always_write:
+                await self.write(mutation, state.rev_, session, now)
+            return mutation
+
+        mutation = await self.lake.transaction(callback, verb=verb, attempts=attempts)
+        await self.after_commit(mutation)
+        return mutation
+
+    async def load(self, instance_id: str, session: AsyncClientSession | None) -> Instance:
+        """The instance as of this transaction's snapshot.
+
+        A heavy instance kept from its last commit here is reused when the
+        snapshot's ``_rev`` is the kept one (every write to an instance gives it a
+        new ``_rev``); planners never modify the state they are given.
+        """
+        kept = self.kept.get(instance_id)
+        if kept is not None:
+            found = await self.lake.find({"_id": instance_id}, dataset=self.dataset,
+                                         session=session, projection={"_rev": 1, "_type": 1},
+                                         limit=1)
+            if found and found[0].get("_rev") == kept.rev_:
+                self.kept.move_to_end(instance_id)
+                return kept
+            self.kept.pop(instance_id, None)
+        document = await self.lake.get(instance_id, dataset=self.dataset, session=session)
+        if document is None or document.get("_type") != INSTANCE_TYPE:
+            raise InstanceNotFound(f"no instance {instance_id!r}", instanceId=instance_id)
+        if _heavy_document(document):
+            state = await asyncio.to_thread(parse_instance, document)
+            self.keep(state)
+            return state
+        return parse_instance(document)
+
+    def keep(self, state: Instance) -> None:
+        self.kept[state.id_] = state
+        self.kept.move_to_end(state.id_)
+        while len(self.kept) > _KEPT_HEAVY:
+            self.kept.popitem(last=False)
+
+    def context(self, actor: Actor, now: datetime, reads: Reads) -> PlanContext:
+        return PlanContext(
+            now=now, actor=actor, dataset=self.dataset, documents=reads.documents,
+            absent=reads.absent, query_results=reads.queries, limits=self.limits,
+            new_key=self.new_key, new_token=ids.random_token,
+            definitions=reads.definitions,
+        )
+
+    async def plan(
+        self,
+        plan: Callable[[PlanContext], Any],
+        actor: Actor,
+        session: AsyncClientSession | None,
+        now: datetime,
+        *,
+        offload: bool = False,
+    ) -> Any:
+        """Plan at ``now``, satisfying the planner's lake reads as it asks.
+
+        ``offload`` plans in a worker thread (a heavy instance), so the event loop
+        keeps serving other requests meanwhile; the plan is pure either way.
+        """
+        reads = Reads()
+        for _ in range(IO_ROUNDS):
+            try:
+                ctx = self.context(actor, now, reads)
+                if offload:
+                    return await asyncio.to_thread(plan, ctx)
+                return plan(ctx)
+            except NeedsIO as need:
+                await self._satisfy(need, reads, session, now)
+        raise ContractViolation("a plan needed too many lake reads")
+
+    async def _satisfy(self, need: NeedsIO, reads: Reads,
+                       session: AsyncClientSession | None, now: datetime) -> None:
+        if isinstance(need, NeedsDocuments):
+            by_dataset: dict[str, list[str]] = {}
+            for uri in need.uris:
+                gdr = to_gdr(uri, self.dataset)
+                by_dataset.setdefault(gdr.dataset, []).append(gdr.document_id)
+            for dataset, ids in by_dataset.items():
+                found = await self.lake.get_many(ids, dataset=dataset, session=session)
+                for doc_id in ids:
+                    uri = f"lake:{dataset}:{doc_id}"
+                    if doc_id in found:
+                        reads.documents[uri] = found[doc_id]
+                    else:
+                        reads.absent.add(uri)
+        elif isinstance(need, NeedsLakeQuery):
+            reads.queries[need.cache_key] = await self.query(need.query, need.params, now)
+        elif isinstance(need, NeedsDefinition):
+            if need.version is None:
+                definition = await self.latest_definition(need.name, session)
+            else:
+                definition = await self.lake.get(
+                    deploying.definition_id(need.name, need.version), dataset=self.dataset,
+                    session=session)
+            reads.definitions[(need.name, need.version)] = definition
+
+    async def latest_definition(self, name: str, session: AsyncClientSession | None = None
+                                ) -> dict[str, Any] | None:
+        found = await self.lake.find(
+            {"_type": deploying.DEFINITION_TYPE, "name": name}, dataset=self.dataset,
+            session=session, sort=[("version", -1)], limit=1,
+        )
+        return found[0] if found else None
+
+    async def query(self, query: str, params: dict[str, Any], now: datetime) -> Any:
+        # push-down: a MongoDB prefilter, re-checked in memory. Outside the
+        # commit's session on purpose: such reads are seeds (spawn rows,
+        # query-sourced fields), not fenced state
+        # bounded and off the event loop, like the API's groq field (docs/security.md)
+        return await self.lake.groq(query, params=params, now=now,
+                                    budget=self.limits.groq_budget(), dataset=self.dataset)
+
+    async def write(self, mutation: Mutation, expected_rev: str | None,
+                    session: AsyncClientSession, now: datetime) -> None:
+        if mutation.creates:
+            self.faults.check("before-spawn-commit")
+        is_heavy = heavy(mutation.instance)
+        if is_heavy:
+            document = await asyncio.to_thread(mutation.instance.to_document)
+        else:
+            document = mutation.instance.to_document()
+        if mutation.insert:
+            sizes.check_write(mutation, document, None)
+            stored = await self.lake.create(document, dataset=self.dataset, session=session,
+                                            now=now)
+            self._stored(mutation.instance, stored)
+        elif mutation.before is not None and expected_rev is not None:
+            # targeted: only what changed (a cohort parent is never rewritten whole)
+            if is_heavy:
+                update, filters = await asyncio.to_thread(patching.diff, mutation.before,
+                                                          document)
+            else:
+                update, filters = patching.diff(mutation.before, document)
+            sizes.check_write(mutation, document, update)
+            if update:
+                mutation.instance.rev_ = await self.lake.update(
+                    mutation.instance.id_, update, expected_rev=expected_rev,
+                    dataset=self.dataset, session=session, array_filters=filters or None,
+                    now=now)
+                mutation.instance.updatedAt_ = iso(now)
+                if is_heavy:  # reused only if this transaction commits (its _rev then exists)
+                    self.keep(mutation.instance)
+        else:
+            sizes.check_write(mutation, document, None)
+            stored = await self.lake.replace(document, expected_rev=expected_rev,
+                                             dataset=self.dataset, session=session, now=now)
+            self._stored(mutation.instance, stored)
+        if mutation.creates:
+            await self.lake.create_many(mutation.creates[:self.limits.spawn_txn],
+                                        dataset=self.dataset, session=session, now=now)
+        if mutation.clears:
+            # honoured stamps. The owed children were read in this transaction by the
+            # same indexed filter, so this clears exactly them (a child that changed
+            # since gets a write conflict and the round re-runs with a fresh read)
+            await self.lake.update_many(
+                {**INSTANCES, "propagateTo": mutation.instance.id_},
+                {"$unset": {"propagateTo": "", "propagateToken": ""}},
+                dataset=self.dataset, session=session, now=now)
+
+    @staticmethod
+    def _stored(instance: Instance, stored: dict[str, Any]) -> None:
+        instance.rev_ = stored["_rev"]
+        instance.createdAt_ = stored.get("_createdAt")
+        instance.updatedAt_ = stored.get("_updatedAt")
