@@ -41,7 +41,7 @@ from kinflow.core.context import (
     NeedsLakeQuery,
     PlanContext,
 )
-from kinflow.core.errors import ContractViolation, InstanceNotFound
+from kinflow.core.errors import InstanceNotFound, PlanReadLimit
 from kinflow.core.mutation import Mutation
 from kinflow.core.state import INSTANCE_TYPE, Instance, parse_instance
 from kinflow.engine import ids, sizes
@@ -206,7 +206,8 @@ class Transactor:
                 return plan(ctx)
             except NeedsIO as need:
                 await self._satisfy(need, reads, session, now)
-        raise ContractViolation("a plan needed too many lake reads")
+        raise PlanReadLimit(f"a plan needed more than {IO_ROUNDS} rounds of lake reads",
+                            rounds=IO_ROUNDS)
 
     async def _satisfy(self, need: NeedsIO, reads: Reads,
                        session: AsyncClientSession | None, now: datetime) -> None:
