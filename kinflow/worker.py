@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.engine import Actor, Engine
 from kinflow.errors import DocumentExists, RevisionConflict
-from kinflow.storage.lake import IndexSpec
+from kinflow.storage.indexes import IndexSpec
 from kinflow.timestamps import iso
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kinflow.core.deploy import DEFINITION_TYPE
 from kinflow.core.state import INSTANCE_TYPE
-from kinflow.storage.lake import IndexSpec
+from kinflow.storage.indexes import IndexSpec
 
 INSTANCES = {"_type": INSTANCE_TYPE}
 

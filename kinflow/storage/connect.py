@@ -18,8 +18,9 @@ from pymongo.errors import PyMongoError
 from kinflow.errors import LakeUnavailable
 from kinflow.settings import Settings
 from kinflow.storage.embedded import EmbeddedLake
+from kinflow.storage.indexes import content_indexes
 from kinflow.storage.keeper import LakeKeeper
-from kinflow.storage.lake import Lake, content_indexes
+from kinflow.storage.lake import Lake
 from kinflow.storage.memory_guard import MemoryGuard, cache_mib_for
 
 

@@ -36,6 +36,7 @@ from kinflow.storage.documents import (
     stamp_replaced,
     utcnow,
 )
+from kinflow.storage.indexes import BASE_INDEXES, IndexSpec
 from kinflow.storage.transactions import run_transaction
 
 if TYPE_CHECKING:
@@ -45,38 +46,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 Document = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class IndexSpec:
-    """One index every dataset gets; ``partial`` is a partialFilterExpression."""
-
-    name: str
-    keys: tuple[tuple[str, int], ...]
-    unique: bool = False
-    partial: Mapping[str, Any] | None = None
-
-    def model(self) -> pymongo.IndexModel:
-        options: dict[str, Any] = {"name": self.name, "unique": self.unique}
-        if self.partial is not None:
-            options["partialFilterExpression"] = dict(self.partial)
-        return pymongo.IndexModel(list(self.keys), **options)
-
-
-def content_indexes(spec: str | None) -> list[IndexSpec]:
-    """Indexes users declare for their content queries (``KINFLOW_CONTENT_INDEXES``).
-
-    ``"_type,slug.current;_type,title"`` gives two ascending compound indexes.
-    A GROQ filter such as ``_type == "article" && slug.current == $slug`` is
-    pushed down as ``{_type, slug.current}`` equalities and uses the first.
-    """
-    specs = []
-    for group in (spec or "").split(";"):
-        paths = [p.strip() for p in group.split(",") if p.strip()]
-        if paths:
-            name = "content_" + "_".join(p.replace(".", "-") for p in paths)
-            specs.append(IndexSpec(name, tuple((p, 1) for p in paths)))
-    return specs
 
 
 def unavailable(exc: BaseException, verb: str) -> LakeUnavailable | None:
@@ -94,12 +63,6 @@ def unavailable(exc: BaseException, verb: str) -> LakeUnavailable | None:
         return LakeUnavailable(f"the lake did not answer: {reason}", verb=verb,
                                cause=type(exc).__name__)  # fmt: skip
     return None
-
-
-BASE_INDEXES: tuple[IndexSpec, ...] = (
-    IndexSpec("type_id", (("_type", 1), ("_id", 1))),
-    IndexSpec("type_updated", (("_type", 1), ("_updatedAt", 1))),
-)
 
 
 @dataclass

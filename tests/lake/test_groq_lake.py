@@ -22,7 +22,7 @@ from pymongo import AsyncMongoClient, MongoClient
 from kinflow.groq import evaluate, parse
 from kinflow.groq.pushdown import plan_store_query
 from kinflow.groq.store import query_collection
-from kinflow.storage.lake import content_indexes
+from kinflow.storage.indexes import content_indexes
 
 SCALARS = st.one_of(st.none(), st.integers(-3, 3), st.sampled_from(["x", "y", "3"]),
                     st.booleans(), st.floats(-3, 3, allow_nan=False))  # fmt: skip
