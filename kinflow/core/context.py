@@ -1,13 +1,16 @@
 """What one commit's planning may know about the world: the plan context.
 
-The core never does I/O, so everything a planner reads besides the instance
-itself arrives here, captured by the runner before planning: one clock
-reading (every timestamp of a commit is the same instant), the acting
-identity, the snapshot of lake documents the instance's conditions may read,
-the results of lake queries the plan asked for, a key factory, and limits.
+The core never does I/O, reads no clock and draws no randomness, so
+everything a planner reads besides the instance itself arrives here, captured
+by the shell (``kinflow.engine.transact``) before planning: one clock reading
+(every timestamp of a commit is the same instant), the acting identity, the
+snapshot of lake documents the instance's conditions may read, the results of
+lake queries the plan asked for, the key and claim-token factories
+(``kinflow.engine.ids``), and limits. A context is input only: what a plan
+produces goes on its ``Mutation``.
 
 When a plan needs a lake read it has not been given (an ``initialValue``
-query at stage entry), it raises ``NeedsLakeQuery``; the runner runs the
+query at stage entry), it raises ``NeedsLakeQuery``; the shell runs the
 query, adds the result and plans again from scratch. That is the one
 "sans-I/O" handshake between core and shell.
 """

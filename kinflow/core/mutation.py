@@ -1,10 +1,11 @@
 """A Mutation: everything one commit writes, as planned by the pure core.
 
-The runner executes a Mutation in one transaction: insert the instance, or
-update it with the diff against ``before`` fenced on the loaded ``_rev`` (a
-fenced whole replace only when there is no ``before``); create the first
-``spawn_txn`` child documents (the rest right after); clear the honoured
-propagation stamps. Planners never touch the lake; they return one of these.
+The shell (``kinflow.engine.transact``) executes a Mutation in one
+transaction: insert the instance, or update it with the diff against
+``before`` fenced on the loaded ``_rev`` (a fenced whole replace only when
+there is no ``before``); create the first ``spawn_txn`` child documents (the
+rest right after); clear the honoured propagation stamps. Planners never
+touch the lake; they return one of these.
 """
 
 from __future__ import annotations
@@ -16,15 +17,6 @@ from kinflow.core.state import Instance, PendingEffect
 
 
 @dataclass(slots=True)
-class Stamp:
-    """A targeted update of another document (e.g. a parent's registry row)."""
-
-    document_id: str
-    update: dict[str, Any]
-    array_filters: list[dict[str, Any]] | None = None
-
-
-@dataclass(slots=True)
 class Mutation:
     instance: Instance
     insert: bool = False  # a new document rather than a fenced update
@@ -32,7 +24,6 @@ class Mutation:
     dirty: bool = False  # something must be written (state or derived hints)
     moves: int = 0
     creates: list[dict[str, Any]] = field(default_factory=list)
-    stamps: list[Stamp] = field(default_factory=list)
     effects_queued: list[PendingEffect] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)
     replay: bool = False

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kinflow.core import readmodel
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.errors import LakeUnavailable, TooManyStreams
 from kinflow.gdr import document_id
@@ -46,13 +47,13 @@ def root_topic(instance_id: str) -> str:
     return f"root:{instance_id}"
 
 
-def _bare(ref: Any) -> str | None:
-    if isinstance(ref, Mapping) and isinstance(ref.get("id"), str):
-        try:
-            return document_id(ref["id"])
-        except Exception:  # a malformed ref routes nowhere
-            return None
-    return None
+def _bare(gdr: str | None) -> str | None:
+    if gdr is None:
+        return None
+    try:
+        return document_id(gdr)
+    except Exception:  # a malformed ref routes nowhere
+        return None
 
 
 def instance_topics(document: Mapping[str, Any]) -> Iterable[str]:
@@ -63,12 +64,12 @@ def instance_topics(document: Mapping[str, Any]) -> Iterable[str]:
     own = document.get("_id")
     if isinstance(own, str):
         topics.append(family_topic(own))
-    ancestors = document.get("ancestors") or []
-    if ancestors:
-        parent = _bare(ancestors[-1])
+    lineage = readmodel.ancestor_gdrs(document)
+    if lineage:
+        parent = _bare(readmodel.parent_gdr(document))
         if parent is not None:
             topics += [parent_topic(parent), family_topic(parent)]
-        root = _bare(ancestors[0])
+        root = _bare(lineage[0])
         if root is not None:
             topics.append(root_topic(root))
     return topics
