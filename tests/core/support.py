@@ -1,7 +1,4 @@
-"""Plan contexts and started instances for pure core tests (no lake, no clock).
-
-Imports today's module paths; the issue-14 split rewrites them to ``kinflow.core``.
-"""
+"""Plan contexts and started instances for pure core tests (no lake, no clock)."""
 
 from __future__ import annotations
 
