@@ -6,7 +6,7 @@ check duplicate names, order the batch children-first over unpinned spawn
 references (refusing cycles), check the spawn contracts against the batch and
 what is already deployed (all bad handoffs into one
 ``spawn-contracts-invalid``), then version by content hash. It is pure: the
-runner loads the deployed heads it asks for and writes the plan's documents
+shell loads the deployed heads it asks for and writes the plan's documents
 in one transaction. A refused batch produces no plan, so nothing is written.
 """
 
@@ -52,7 +52,7 @@ def validate_batch(batch: list[Any], *, max_bytes: int | None = None) -> list[Ch
     With ``max_bytes``, a definition whose JSON is larger is refused first
     (``definition-too-large``, every oversized one listed) without being validated:
     validation time grows with size, and an instance pins its whole definition.
-    CPU-bound for large batches: the runner calls this in a worker thread.
+    CPU-bound for large batches: the shell calls this in a worker thread.
     """
     if not isinstance(batch, list):
         raise DefinitionInvalid(

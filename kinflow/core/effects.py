@@ -6,8 +6,8 @@ instance: queueing (bindings evaluated after the action's ops, static
 ``claimToken`` (taking over an expired claim leaves an
 ``effectClaimReleased`` row), completing (first writer wins: the pending row
 must still exist; outputs must be in the declared allowlist), cancelling on
-abort, and sweeping expired claims. Running handlers is the runner's job;
-nothing here does I/O.
+abort, and sweeping expired claims. Running handlers is the shell's job
+(``engine.drain``); nothing here does I/O.
 
 Delivery is at-least-once: a handler can run twice for one key (a claim
 that expired mid-run is taken over), so handlers dedupe on ``effectKey``.

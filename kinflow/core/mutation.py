@@ -28,7 +28,7 @@ class Mutation:
     history: list[dict[str, Any]] = field(default_factory=list)
     replay: bool = False
     result: Any = None
-    settle: list[str] = field(default_factory=list)  # children whose cascade the runner owes
+    settle: list[str] = field(default_factory=list)  # children whose cascade the shell owes
     clears: list[tuple[str, str]] = field(default_factory=list)  # (child id, token) honoured
     before: dict[str, Any] | None = None  # the loaded document (for a targeted write)
     before_bytes: int | None = None  # its size, estimated from its JSON text

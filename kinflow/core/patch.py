@@ -12,7 +12,7 @@ each time. This module owns the smallest faithful update instead:
   ``_key`` (immutable, so the server's filter re-evaluation cannot skip it);
 * anything else is ``$set`` whole.
 
-The runner applies the update fenced on the loaded ``_rev``, so it lands on
+The shell applies the update fenced on the loaded ``_rev``, so it lands on
 exactly the document the plan was made from. Pure; no I/O.
 """
 

@@ -3,7 +3,7 @@
 This module owns the *shape* of ``kinflow.instance`` documents and the few
 derived facts every other module asks about (the open stage entry, terminal
 state). It knows nothing about how state changes: planners mutate a copy of
-an ``Instance`` and the runner writes only what changed (``patch.diff``, fenced
+an ``Instance`` and the shell writes only what changed (``patch.diff``, fenced
 on the loaded ``_rev``).
 
 Parsing is tolerant of unknown keys (``extra="allow"``: a newer writer's keys
