@@ -28,11 +28,11 @@ from typing import Any
 
 from _harness import lake_uri
 
-from kinflow.core.context import iso
 from kinflow.engine import Engine
 from kinflow.settings import Settings
 from kinflow.storage import Lake
 from kinflow.storage.connect import make_client
+from kinflow.timestamps import iso
 from kinflow.worker import Worker
 
 WAITING: dict[str, Any] = {

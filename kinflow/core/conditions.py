@@ -29,11 +29,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kinflow import groq
-from kinflow.core.context import Actor, PlanContext, iso
+from kinflow.core.context import Actor, PlanContext
 from kinflow.core.registry import subworkflow_rows
 from kinflow.core.state import Instance, ResolvedField, StageEntry
 from kinflow.define import sites
 from kinflow.define.models import WorkflowDefinition
+from kinflow.timestamps import iso
 
 REFERENCE_KINDS = frozenset({"doc.ref", "subject"})
 #: Elements one condition may visit (nested loops counted). Conditions run on the event

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kinflow.core.conditions import Renderer
-from kinflow.core.context import PlanContext, iso, parse_iso
+from kinflow.core.context import PlanContext
 from kinflow.core.errors import (
     EffectClaimed,
     EffectNotFound,
@@ -36,6 +36,7 @@ from kinflow.core.state import (
 from kinflow.define import sites
 from kinflow.define.models import Action, Effect, WorkflowDefinition
 from kinflow.define.values import kind_problem
+from kinflow.timestamps import iso, parse_iso
 
 
 def queue_effects(

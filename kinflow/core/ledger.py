@@ -20,9 +20,10 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from kinflow.core.context import PlanContext, iso, parse_iso
+from kinflow.core.context import PlanContext
 from kinflow.core.errors import IdempotencyKeyInvalid, IdempotencyKeyReused
 from kinflow.core.state import Instance, ProcessedRequest
+from kinflow.timestamps import iso, parse_iso
 
 
 def fingerprint(op: str, args: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ import bson
 import pytest
 
 from kinflow.core import sizes
-from kinflow.core.context import Limits, iso
+from kinflow.core.context import Limits
 from kinflow.core.errors import (
     ContractViolation,
     InputTooLarge,
@@ -21,6 +21,7 @@ from kinflow.core.errors import (
 from kinflow.core.ledger import fingerprint
 from kinflow.core.owned import check_content_write, check_instance_id
 from kinflow.engine import Engine
+from kinflow.timestamps import iso
 from kinflow.worker import LEASE_TYPE, Worker
 from tests.engine.cohort_defs import child, items, parent
 from tests.engine.conftest import Clock
