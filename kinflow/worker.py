@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.engine import Actor, Engine
+from kinflow.engine.reactions import follow_content_changes
 from kinflow.errors import DocumentExists, RevisionConflict
 from kinflow.storage.indexes import IndexSpec
 from kinflow.timestamps import iso
@@ -107,8 +108,6 @@ class Worker:
         await self.ensure_ready()
         follower: asyncio.Task[None] | None = None
         if self.hub is not None:
-            from kinflow.engine.reactions import follow_content_changes
-
             follower = asyncio.create_task(follow_content_changes(self.engine, self.hub,
                                                                   actor=self.actor))
         try:
