@@ -30,8 +30,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from _cohort_definitions import CHILD, PARENT
 from pymongo import monitoring
 from rich.console import Console
 from rich.table import Table
@@ -41,33 +41,6 @@ from kinflow.settings import Settings
 from kinflow.storage import Lake
 from kinflow.storage.connect import make_client
 from kinflow.storage.embedded import EmbeddedLake
-
-CHILD: dict[str, Any] = {
-    "name": "bench-child", "title": "Bench child", "lifecycle": "child",
-    "initialStage": "work",
-    "fields": [{"name": "item", "type": "string", "initialValue": {"type": "input"}}],
-    "stages": [
-        {"name": "work", "activities": [{"name": "task", "actions": [
-            {"name": "finish", "status": "done"}]}],
-         "transitions": [{"name": "to-done", "to": "done"}]},
-        {"name": "done"},
-    ],
-}
-PARENT: dict[str, Any] = {
-    "name": "bench-parent", "title": "Bench parent", "initialStage": "fan",
-    "fields": [],
-    "stages": [
-        {"name": "fan", "activities": [{"name": "translate", "actions": [
-            {"name": "fan-out", "when": "true", "spawn": {
-                "forEach": "*[_type == 'bench-item']._id",
-                "definition": {"name": "bench-child"}, "with": {"item": "$row"}}},
-            {"name": "all-done", "status": "done", "when":
-                "count($subworkflows[activity == 'translate' && current && "
-                "status == 'active']) == 0"},
-        ]}], "transitions": [{"name": "to-over", "to": "over"}]},
-        {"name": "over"},
-    ],
-}
 
 
 @dataclass

@@ -38,7 +38,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -52,36 +51,12 @@ from typing import Any
 
 import bson
 import httpx
+from _cohort_definitions import CHILD, PARENT
+from _process import free_port
 from pymongo import AsyncMongoClient
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CHILD: dict[str, Any] = {
-    "name": "bench-child", "title": "Bench child", "lifecycle": "child",
-    "initialStage": "work",
-    "fields": [{"name": "item", "type": "string", "initialValue": {"type": "input"}}],
-    "stages": [
-        {"name": "work", "activities": [{"name": "task", "actions": [
-            {"name": "finish", "status": "done"}]}],
-         "transitions": [{"name": "to-done", "to": "done"}]},
-        {"name": "done"},
-    ],
-}
-PARENT: dict[str, Any] = {
-    "name": "bench-parent", "title": "Bench parent", "initialStage": "fan",
-    "fields": [],
-    "stages": [
-        {"name": "fan", "activities": [{"name": "translate", "actions": [
-            {"name": "fan-out", "when": "true", "spawn": {
-                "forEach": "*[_type == 'bench-item']._id",
-                "definition": {"name": "bench-child"}, "with": {"item": "$row"}}},
-            {"name": "all-done", "status": "done", "when":
-                "count($subworkflows[activity == 'translate' && current && "
-                "status == 'active']) == 0"},
-        ]}], "transitions": [{"name": "to-over", "to": "over"}]},
-        {"name": "over"},
-    ],
-}
 DEPLOY = "mutation($d: [JSON!]!) { deployDefinitions(definitions: $d) { warnings } }"
 PUT = "mutation($d: JSON!) { putDocument(document: $d) }"
 START = ('mutation { startInstance(definition: "bench-parent") '
@@ -89,12 +64,6 @@ START = ('mutation { startInstance(definition: "bench-parent") '
 FIRE = ("mutation($id: ID!) { fireAction(instanceId: $id, activity: \"task\", "
         "action: \"finish\") { instance { status } } }")
 STAGE = "query($id: ID!) { instance(id: $id) { currentStage } }"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.contextmanager

@@ -25,7 +25,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _process import free_port, lake_pid
 
 from kinflow.storage.memory_guard import rss_mib
 
@@ -48,19 +48,6 @@ def article(mib: int) -> dict[str, Any]:
                "children": [{"_type": "span", "text": text}]}
               for i in range(mib * 1024 * 1024 // 1100)]  # fmt: skip
     return {"_id": "big-article", "_type": "article", "title": "A long read", "body": blocks}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def lake_pid(data_dir: Path) -> int | None:
-    try:
-        return int(json.loads((data_dir / "lake.json").read_text())["pid"])
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 def launch(data_dir: Path, port: int, budget: int) -> subprocess.Popen[bytes]:

@@ -31,7 +31,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ from typing import Any
 
 import httpx
 from _attacks import AttackTally, attacker, health_probe
+from _process import free_port, lake_pid, lake_port, rss_kib
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFINITIONS = ROOT / "examples" / "definitions" / "article-review.json"
@@ -52,39 +52,6 @@ FIRE = ("mutation($id: ID!, $a: String!, $b: String!) { fireAction(instanceId: $
         "activity: $a, action: $b) { instance { status subworkflows { childId } } } }")
 PUT = "mutation($d: JSON!) { putDocument(document: $d) }"
 READ = "query($id: ID!) { instance(id: $id) { status currentStage } }"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def rss_kib(pid: int) -> int | None:
-    """Resident set size from /proc (KiB), or None once the process is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-def lake_pid(data_dir: Path) -> int | None:
-    """The embedded lake daemon's pid, from the state file kinflow writes beside it."""
-    try:
-        return int(json.loads((data_dir / "lake.json").read_text())["pid"])
-    except (OSError, ValueError, KeyError):
-        return None
-
-
-def lake_port(data_dir: Path) -> int | None:
-    """The embedded lake daemon's port, from the same state file."""
-    try:
-        return int(json.loads((data_dir / "lake.json").read_text())["port"])
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 class Stats:

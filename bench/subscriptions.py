@@ -25,7 +25,6 @@ import itertools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from _process import free_port
 from rich.console import Console
 from rich.table import Table
 from websockets.asyncio.client import ClientConnection, connect
@@ -70,12 +70,6 @@ PARENT: dict[str, Any] = {
 SUBSCRIPTION = """subscription($p: ID!) { childChanged(parentId: $p) {
   kind at row { childId status stage } } }"""
 PER_SOCKET = 10
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.contextmanager
