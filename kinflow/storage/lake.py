@@ -5,29 +5,23 @@ instances all live there side by side, so GROQ's ``*`` sees them all. The lake
 knows nothing of workflows: it stores documents, maintains their system
 fields, fences writes on ``_rev`` and runs transactions.
 
-Every collection and index is created up front (``ensure_dataset``): a
-collection created implicitly inside a transaction blocks other writers on
-the embedded server. Indexes are declared as data (``IndexSpec``) so the
-engine can add its own without the lake learning what they mean.
+The datasets, timeouts and transactions are ``LakeDatabase``'s
+(``kinflow.storage.database``); this module adds the document reads and writes.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import pymongo
-from pymongo import AsyncMongoClient
-from pymongo.errors import ConnectionFailure, DuplicateKeyError, InvalidOperation, PyMongoError
+from pymongo.errors import DuplicateKeyError
 
-from kinflow.errors import DocumentExists, InvalidInput, LakeUnavailable, RevisionConflict
-from kinflow.gdr import check_dataset
+from kinflow.errors import DocumentExists, InvalidInput, RevisionConflict
 from kinflow.groq.budget import Budget
 from kinflow.groq.store import query_collection
+from kinflow.storage.database import Document, LakeDatabase, unavailable
 from kinflow.storage.documents import (
     check_new_document,
     iso,
@@ -36,112 +30,15 @@ from kinflow.storage.documents import (
     stamp_replaced,
     utcnow,
 )
-from kinflow.storage.indexes import BASE_INDEXES, IndexSpec
-from kinflow.storage.transactions import run_transaction
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.client_session import AsyncClientSession
-    from pymongo.asynchronous.collection import AsyncCollection
-    from pymongo.asynchronous.database import AsyncDatabase
 
-T = TypeVar("T")
-Document = dict[str, Any]
+__all__ = ["Document", "Lake", "unavailable"]
 
 
-def unavailable(exc: BaseException, verb: str) -> LakeUnavailable | None:
-    """The typed refusal for an error that means the lake did not answer, else None.
-
-    A lost connection, no server to select, a deadline that passed (the
-    operation timeout), or the client being swapped for a restarted daemon's:
-    the caller may retry later. Anything else is a real error and stays one.
-    """
-    closed = isinstance(exc, InvalidOperation) and "after close" in str(exc)
-    if closed or isinstance(exc, ConnectionFailure) or (
-        isinstance(exc, PyMongoError) and exc.timeout
-    ):
-        reason = str(exc).split(", Timeout:")[0].split(" (configured")[0][:300]
-        return LakeUnavailable(f"the lake did not answer: {reason}", verb=verb,
-                               cause=type(exc).__name__)  # fmt: skip
-    return None
-
-
-@dataclass
-class Lake:
-    """Async access to one lake database over ``AsyncMongoClient``."""
-
-    client: AsyncMongoClient[Document]
-    database: str
-    default_dataset: str = "production"
-    operation_timeout: float = 30.0
-    transaction_attempts: int = 12
-    indexes: list[IndexSpec] = field(default_factory=lambda: list(BASE_INDEXES))
-    _ready: set[str] = field(default_factory=set, repr=False)
-
-    # -- datasets --------------------------------------------------------
-
-    @property
-    def db(self) -> AsyncDatabase[Document]:
-        return self.client[self.database]
-
-    def collection(self, dataset: str | None = None) -> AsyncCollection[Document]:
-        return self.db[check_dataset(dataset or self.default_dataset)]
-
-    async def ensure_dataset(self, dataset: str | None = None) -> AsyncCollection[Document]:
-        """Create the collection and every declared index, idempotently."""
-        name = check_dataset(dataset or self.default_dataset)
-        coll = self.db[name]
-        if name in self._ready:
-            return coll
-        with pymongo.timeout(self.operation_timeout):
-            try:
-                if name not in await self.db.list_collection_names(filter={"name": name}):
-                    await self.db.create_collection(name)
-            except PyMongoError as exc:
-                if "already exists" not in str(exc):
-                    raise
-            await coll.create_indexes([spec.model() for spec in self.indexes])
-        self._ready.add(name)
-        return coll
-
-    async def declare_indexes(self, specs: Iterable[IndexSpec]) -> None:
-        """Add indexes (from the engine, say) and build them on every ready dataset."""
-        known = {spec.name for spec in self.indexes}
-        added = [spec for spec in specs if spec.name not in known]
-        if not added:
-            return
-        self.indexes.extend(added)
-        with self.bounded("declareIndexes"):
-            for name in sorted(self._ready):
-                await self.db[name].create_indexes([spec.model() for spec in added])
-
-    async def ping(self, timeout: float = 5.0) -> bool:
-        try:
-            with pymongo.timeout(min(self.operation_timeout, timeout)):
-                await self.client.admin.command("ping")
-            return True
-        except PyMongoError:
-            return False
-
-    @contextlib.contextmanager
-    def bounded(self, verb: str) -> Iterator[None]:
-        """One operation under the operation timeout; a lake that did not answer is typed."""
-        try:
-            with pymongo.timeout(self.operation_timeout):
-                yield
-        except PyMongoError as exc:
-            if exc.has_error_label("TransientTransactionError"):
-                raise  # a statement of a transaction: Lake.transaction retries it in its deadline
-            refusal = unavailable(exc, verb)
-            if refusal is not None:
-                raise refusal from exc
-            raise
-
-    async def use_client(self, client: AsyncMongoClient[Document]) -> None:
-        """Talk to another server from now on (the embedded daemon moved port)."""
-        old, self.client = self.client, client
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(5.0):
-                await old.close()
+class Lake(LakeDatabase):
+    """A lake database with its documents: reads, fenced writes, GROQ."""
 
     # -- reads -----------------------------------------------------------
 
@@ -408,35 +305,6 @@ class Lake:
             raise RevisionConflict(f"document {doc_id!r} changed since it was loaded",
                                    id=doc_id, expected_rev=expected_rev)  # fmt: skip
         return result.deleted_count == 1
-
-    # -- transactions ----------------------------------------------------
-
-    async def transaction(
-        self,
-        callback: Callable[[AsyncClientSession], Awaitable[T]],
-        *,
-        verb: str = "transaction",
-        attempts: int | None = None,
-        on_retry: Callable[[int, BaseException], None] | None = None,
-    ) -> T:
-        """Run ``callback(session)`` in a transaction with bounded retries."""
-        try:
-            return await run_transaction(
-                self.client,
-                callback,
-                verb=verb,
-                attempts=attempts or self.transaction_attempts,
-                deadline=self.operation_timeout,
-                on_retry=on_retry,
-            )
-        except PyMongoError as exc:
-            refusal = unavailable(exc, verb)
-            if refusal is not None:
-                raise refusal from exc
-            raise
-
-    async def close(self) -> None:
-        await self.client.close()
 
 
 def _stamped_operators(update: Mapping[str, Any], rev: str, now: datetime | None
