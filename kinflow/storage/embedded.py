@@ -24,6 +24,9 @@ Operating rules (measured in the embedded-lake study):
 
 This module is synchronous on purpose: it runs once at start-up and at exit
 (async callers wrap it in ``asyncio.to_thread``).
+
+Finding and judging a running daemon (``lake.json``, pids, ports) is
+``kinflow.storage.daemon_state``'s job; this module starts and stops it.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -46,10 +48,26 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from kinflow.errors import ConfigurationError
+from kinflow.storage.daemon_state import (
+    STATE_FILE,
+    LakeState,
+    answering_pid,
+    free_port,
+    pid_alive,
+    ping,
+    port_free,
+    read_state,
+    uri_for,
+)
+
+__all__ = ["DAEMON", "STATE_FILE", "EmbeddedLake", "LakeState", "answering_pid", "config_text",
+           "pid_alive", "ping", "port_free", "read_state", "uri_for"]  # fmt: skip
 
 DAEMON = "secantusd-py"
 LOCKED_MARKER = "already being managed by another process"
-STATE_FILE = "lake.json"
+_free_port = free_port  # the name kinflow.storage.keeper imports
+_pid_alive = pid_alive  # the name tests/lake imports
+
 
 
 def config_text(cache_mib: int = 256) -> str:
@@ -80,22 +98,6 @@ def _daemon_path() -> str:
     )
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def port_free(port: int) -> bool:
-    """Whether a daemon could listen on ``port`` now (it binds with ``SO_REUSEADDR`` too)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     # SIGKILL, not SIGTERM: a daemon busy in a conflict-retry loop was seen to
@@ -105,56 +107,6 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` runs; a zombie (dead, not yet reaped by its parent) counts as dead."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat[stat.rindex(")") + 2] not in "ZX"
-    return True
-
-
-_pid_alive = pid_alive  # the name tests/lake imports
-
-
-@dataclass(frozen=True)
-class LakeState:
-    """What ``lake.json`` says: the daemon's pid and port, and the process that started it."""
-
-    pid: int
-    port: int
-    owner: int | None = None
-
-
-def read_state(path: Path) -> LakeState | None:
-    try:
-        state = json.loads(path.read_text())
-        owner = state.get("owner")
-        return LakeState(int(state["pid"]), int(state["port"]),
-                         int(owner) if owner is not None else None)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-
-
-def answering_pid(port: int, timeout: float = 1.0) -> int | None:
-    """The pid the server on ``port`` reports (``serverStatus``), or None if none answers."""
-    client: MongoClient[dict[str, object]] = MongoClient(
-        uri_for(port), serverSelectionTimeoutMS=int(timeout * 1000),
-        connectTimeoutMS=int(timeout * 1000),
-    )
-    try:
-        pid = client.admin.command("serverStatus").get("pid")
-        return int(pid) if isinstance(pid, int) else None
-    except PyMongoError:
-        return None
-    finally:
-        client.close()
-
 
 def _reap(process: subprocess.Popen[bytes]) -> None:
     """Kill a daemon that lost its start (it may still be opening the data directory)."""
@@ -163,22 +115,6 @@ def _reap(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(5)
 
-
-def ping(uri: str, timeout: float = 0.5) -> bool:
-    client: MongoClient[dict[str, object]] = MongoClient(
-        uri, serverSelectionTimeoutMS=int(timeout * 1000), connectTimeoutMS=int(timeout * 1000)
-    )
-    try:
-        client.admin.command("ping")
-        return True
-    except PyMongoError:
-        return False
-    finally:
-        client.close()
-
-
-def uri_for(port: int) -> str:
-    return f"mongodb://127.0.0.1:{port}/?directConnection=true"
 
 
 @dataclass
