@@ -4,13 +4,16 @@ Each view keeps the raw lake document (``strawberry.Private``) and computes
 its fields on demand, so a query pays only for what it selects. Related
 instances (parent, ancestors, children, a row's child) go through the
 request's DataLoaders.
+
+The leaf records and enums live in ``kinflow.schema.instance_parts``, the
+definition types in ``kinflow.schema.definition_types``; both are importable
+from here too.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from enum import Enum
 
 import strawberry
 
@@ -19,104 +22,50 @@ from kinflow.core.registry import CohortCounts, Row, count, registry_rows, selec
 from kinflow.core.state import parse_instance
 from kinflow.gdr import document_id, format_gdr
 from kinflow.schema.context import KInfo
+from kinflow.schema.definition_types import DeployedDefinition, DeployResult, WorkflowDefinition
+from kinflow.schema.instance_parts import (
+    ActionVerdict,
+    ActivityState,
+    ChildStatus,
+    EditMode,
+    EffectOutcome,
+    HistoryEntry,
+    InstanceFilter,
+    InstanceStatus,
+    PageInfo,
+    PendingEffect,
+    StageVisit,
+    instance_status,
+)
 from kinflow.schema.loaders import Doc, parent_id
 from kinflow.schema.scalars import JSON, DateTime, jsonable
 
-
-@strawberry.enum
-class InstanceStatus(Enum):
-    ACTIVE = "active"
-    COMPLETED = "completed"
-    ABORTED = "aborted"
-
-
-@strawberry.enum
-class ChildStatus(Enum):
-    ACTIVE = "active"
-    DONE = "done"
-    ABORTED = "aborted"
-
-
-@strawberry.enum
-class EditMode(Enum):
-    SET = "set"
-    APPEND = "append"
-    UNSET = "unset"
-
-
-@strawberry.enum
-class EffectOutcome(Enum):
-    DONE = "done"
-    FAILED = "failed"
-
-
-def instance_status(doc: Doc) -> InstanceStatus:
-    """The read model's status of ``doc`` as the GraphQL enum."""
-    return InstanceStatus(readmodel.instance_status(doc))
-
-
-@strawberry.input
-class InstanceFilter:
-    definition: str | None = None
-    status: InstanceStatus | None = None
-    parent_id: strawberry.ID | None = strawberry.field(
-        default=None, description="Direct children of this instance."
-    )
-    root_id: strawberry.ID | None = strawberry.field(
-        default=None, description="Every descendant of this root."
-    )
-    stage: str | None = None
-    roots_only: bool | None = strawberry.field(
-        default=None, description="Only instances with no parent (what a person started)."
-    )
-
-
-@strawberry.type
-class PageInfo:
-    has_next_page: bool
-    end_cursor: str | None
-
-
-@strawberry.type
-class ActivityState:
-    name: str
-    status: str
-    started_at: DateTime | None
-    completed_at: DateTime | None
-    fired_actions: list[str]
-
-
-@strawberry.type
-class StageVisit:
-    key: str
-    name: str
-    entered_at: DateTime
-    exited_at: DateTime | None
-
-
-@strawberry.type
-class ActionVerdict:
-    activity: str
-    action: str
-    enabled: bool
-    reason: str | None
-    params: JSON | None = strawberry.field(description="Declared params.")
-
-
-@strawberry.type
-class PendingEffect:
-    key: str
-    name: str
-    params: JSON
-    queued_at: DateTime
-    claimed: bool
-
-
-@strawberry.type
-class HistoryEntry:
-    type: str
-    at: DateTime
-    data: JSON
+__all__ = [
+    "ActionVerdict",
+    "ActivityState",
+    "ChildEvent",
+    "ChildStatus",
+    "Cohort",
+    "DeployResult",
+    "DeployedDefinition",
+    "EditMode",
+    "EffectOutcome",
+    "HistoryEntry",
+    "InstanceConnection",
+    "InstanceEvent",
+    "InstanceFilter",
+    "InstanceStatus",
+    "OperationResult",
+    "PageInfo",
+    "PendingEffect",
+    "StageVisit",
+    "Subworkflow",
+    "WorkflowDefinition",
+    "WorkflowInstance",
+    "decode_cursor",
+    "encode_cursor",
+    "instance_status",
+]
 
 
 @strawberry.type(
@@ -382,61 +331,12 @@ def decode_cursor(cursor: str) -> str | None:
 
 
 @strawberry.type
-class WorkflowDefinition:
-    doc: strawberry.Private[Doc]
-
-    @strawberry.field
-    def name(self) -> str:
-        return str(self.doc.get("name"))
-
-    @strawberry.field
-    def title(self) -> str:
-        return str(self.doc.get("title") or self.doc.get("name"))
-
-    @strawberry.field
-    def version(self) -> int:
-        return int(self.doc.get("version") or 0)
-
-    @strawberry.field
-    def content_hash(self) -> str:
-        return str(self.doc.get("contentHash"))
-
-    @strawberry.field(description='"standalone" | "child"')
-    def lifecycle(self) -> str:
-        return str(self.doc.get("lifecycle") or "standalone")
-
-    @strawberry.field
-    def initial_stage(self) -> str:
-        return str(self.doc.get("initialStage"))
-
-    @strawberry.field
-    def stages(self) -> list[str]:
-        return [str(s.get("name")) for s in self.doc.get("stages") or []]
-
-    @strawberry.field(description="The stored definition, as deployed.")
-    def document(self) -> JSON:
-        return jsonable(self.doc)
-
-
-@strawberry.type
 class OperationResult:
     instance: WorkflowInstance
     changed: bool
     cascaded: int = strawberry.field(description="Stage moves made by the cascade.")
     next_evaluation_at: DateTime | None
 
-
-@strawberry.type
-class DeployedDefinition:
-    name: str
-    version: int
-    status: str = strawberry.field(description='"created" | "unchanged"')
-
-
-@strawberry.type
-class DeployResult:
-    definitions: list[DeployedDefinition]
-    warnings: list[str]
 
 
 @strawberry.type
