@@ -10,14 +10,12 @@ template's ``integrity`` attributes keep holding.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
-from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount
-from starlette.staticfiles import PathLike, StaticFiles
-from starlette.types import Scope
+
+from kinflow.static_files import HeaderedStaticFiles
 
 STATIC_DIR = Path(__file__).parent / "static"
 ASSETS_PREFIX = "/graphiql/static"
@@ -45,22 +43,11 @@ def local_page(html: str, prefix: str = ASSETS_PREFIX) -> str:
     return page
 
 
-class _AssetFiles(StaticFiles):
-    """Pinned, versioned files: a browser may keep them for a day."""
-
-    def file_response(
-        self, full_path: PathLike, stat_result: os.stat_result, scope: Scope,
-        status_code: int = 200,
-    ) -> Response:  # fmt: skip
-        response = super().file_response(full_path, stat_result, scope, status_code)
-        response.headers["Cache-Control"] = "public, max-age=86400"
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        return response
-
-
 def graphiql_routes(prefix: str = ASSETS_PREFIX) -> list[BaseRoute]:
     """The shipped assets below ``prefix`` (no token: they are public library files)."""
-    return [Mount(prefix, app=_AssetFiles(directory=STATIC_DIR), name="graphiql-assets")]
+    # pinned, versioned files: a browser may keep them for a day
+    files = HeaderedStaticFiles(directory=STATIC_DIR, cache_control="public, max-age=86400")
+    return [Mount(prefix, app=files, name="graphiql-assets")]
 
 
 __all__ = ["ASSETS_PREFIX", "STATIC_DIR", "MissingAsset", "graphiql_routes", "local_page"]

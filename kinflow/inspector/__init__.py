@@ -11,29 +11,15 @@ Add the routes to an app with ``routes.extend(inspector_routes())``.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import RedirectResponse
 from starlette.routing import BaseRoute, Mount, Route
-from starlette.staticfiles import PathLike, StaticFiles
-from starlette.types import Scope
+
+from kinflow.static_files import HeaderedStaticFiles
 
 STATIC_DIR = Path(__file__).parent / "static"
-
-
-class _InspectorFiles(StaticFiles):
-    """Static files that a browser must revalidate (the page has no build step to hash names)."""
-
-    def file_response(
-        self, full_path: PathLike, stat_result: os.stat_result, scope: Scope,
-        status_code: int = 200,
-    ) -> Response:  # fmt: skip
-        response = super().file_response(full_path, stat_result, scope, status_code)
-        response.headers["Cache-Control"] = "no-cache"
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        return response
 
 
 async def _to_page(request: Request) -> RedirectResponse:
@@ -46,9 +32,11 @@ async def _to_page(request: Request) -> RedirectResponse:
 
 def inspector_routes(prefix: str = "/inspector") -> list[BaseRoute]:
     """The page at ``prefix`` (redirected to ``prefix/``) and its assets below it."""
+    # no build step hashes the names, so a browser must revalidate every file
+    files = HeaderedStaticFiles(directory=STATIC_DIR, html=True, cache_control="no-cache")
     return [
         Route(prefix, _to_page, methods=["GET", "HEAD"]),
-        Mount(prefix, app=_InspectorFiles(directory=STATIC_DIR, html=True), name="inspector"),
+        Mount(prefix, app=files, name="inspector"),
     ]
 
 
