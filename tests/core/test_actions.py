@@ -18,7 +18,7 @@ from kinflow.core.context import Actor
 from kinflow.core.errors import ActionDisabled, ActionParamsInvalid, EngineBug
 from kinflow.core.spawn import ChildSeed
 from kinflow.core.state import Instance
-from kinflow.define.models import find_action
+from kinflow.define.models import Action, WorkflowDefinition, find_action
 from tests.core.spawning import child, knowing, parent
 from tests.core.support import ALICE, ctx, definition, history_types, start
 
@@ -48,12 +48,18 @@ def review() -> dict[str, Any]:
     ])  # fmt: skip
 
 
-def fire_send(instance: Instance, *, triggered: bool = False) -> bool:
+def action_of(instance: Instance, stage: str, activity: str, name: str
+              ) -> tuple[WorkflowDefinition, Action]:
+    """The instance's definition and one action of it."""
     model = instance.definition_model()
-    activity = model.activity("a", "w")
-    assert activity is not None
-    action = find_action(activity, "send")
+    found = model.activity(stage, activity)
+    action = find_action(found, name) if found is not None else None
     assert action is not None
+    return model, action
+
+
+def fire_send(instance: Instance, *, triggered: bool = False) -> bool:
+    model, action = action_of(instance, "a", "w", "send")
     return fire(instance, model, ctx(actor=ALICE), "w", action, {"text": "hello"},
                 triggered=triggered, spawner=no_spawner)
 
@@ -90,11 +96,7 @@ def test_a_fired_action_records_who_fired_it_and_whether_the_cascade_did() -> No
 
 def test_a_spawn_is_handed_to_the_spawner_after_the_ops_and_its_answer_returned() -> None:
     fanning = start(parent(), c=knowing(child()))
-    model = fanning.definition_model()
-    activity = model.activity("review", "translate")
-    assert activity is not None
-    action = find_action(activity, "fan")
-    assert action is not None
+    model, action = action_of(fanning, "review", "translate", "fan")
     seen: list[list[str]] = []
 
     def declining(instance: Instance, plan: Callable[[], list[ChildSeed]]) -> bool:
@@ -109,11 +111,7 @@ def test_a_spawn_is_handed_to_the_spawner_after_the_ops_and_its_answer_returned(
 
 def test_a_spawn_where_no_spawner_was_given_is_a_kinflow_bug() -> None:
     instance = start(parent(), c=knowing(child()))
-    model = instance.definition_model()
-    activity = model.activity("review", "translate")
-    assert activity is not None
-    action = find_action(activity, "fan")
-    assert action is not None
+    model, action = action_of(instance, "review", "translate", "fan")
     with pytest.raises(EngineBug) as refused:
         fire(instance, model, knowing(child()), "translate", action, spawner=no_spawner)
     assert refused.value.code == "internal-error"
