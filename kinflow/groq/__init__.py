@@ -7,10 +7,12 @@ Public API (other packages call exactly these)::
                      budget=Budget(max_scanned=..., timeout=..., clock=...))
     names = free_parameters(tree)
 
-Module map: lexer -> parser (validation included) -> nodes; compiler (closures) with
-operators, functions, matching, values and scope; pushdown (Mongo prefilter, pure);
-budget (bounds checked cooperatively); store (async query over a pymongo collection,
-evaluated in a worker thread).
+Module map: lexer -> parser (validation included; rules in parse_cursor, parse_literals,
+parse_postfix, parse_chains, parse_grammar, parse_customs) -> nodes; compiler (closures;
+dispatch in compile_dispatch, node families in compile_literals, compile_traversals,
+compile_operators, compile_calls) with operators, functions, matching, values and scope;
+pushdown (Mongo prefilter, pure); budget (bounds checked cooperatively); store (async
+query over a pymongo collection, evaluated in a worker thread).
 """
 
 from kinflow.groq.api import GroqInternalError, Tree, evaluate, free_parameters, parse

@@ -3,7 +3,7 @@
 Owns every ``namespace::name`` the parser accepts, with its arity, and the code
 that runs it. Implementations receive their arguments as compiled closures, so
 functions such as ``coalesce``, ``select`` and ``references`` decide themselves what
-to evaluate. Pipe functions (``order``, ``score``) live in the compiler.
+to evaluate. Pipe functions (``order``, ``score``) live in :mod:`kinflow.groq.compile_calls`.
 """
 
 from __future__ import annotations

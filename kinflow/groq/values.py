@@ -143,6 +143,25 @@ def is_object(v: Any) -> bool:
     return type(v) is dict or isinstance(v, Mapping)
 
 
+def as_list(v: Any) -> list[Any] | None:
+    """An array as a list (a tuple is copied), anything else None."""
+    t = type(v)
+    if t is list:
+        return v
+    if t is tuple:
+        return list(v)
+    return None
+
+
+def get_field(v: Any, name: str) -> Any:
+    """Attribute ``name`` of an object, null for anything else."""
+    if type(v) is dict:
+        return v.get(name)
+    if isinstance(v, Mapping):
+        return v.get(name)
+    return None
+
+
 def num(x: float) -> float | None:
     """Normalise an arithmetic result: non-finite becomes null, big ints become doubles."""
     if type(x) is int:

@@ -1,0 +1,122 @@
+"""Compilers for operators: logic (``&&``, ``||``, ``!``), signs, binary ops, ``in`` ranges.
+
+The operators themselves live in :mod:`kinflow.groq.operators`; this module wires
+them to their operands and short-circuits the three-valued logic. ``x == <constant>``
+against a string, null or boolean skips the generic equality dispatch: it is the
+commonest condition in hot loops.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kinflow.groq import nodes as n
+from kinflow.groq.compile_dispatch import compile_node, on
+from kinflow.groq.operators import BINARY, in_range
+from kinflow.groq.scope import Compiled, Scope
+from kinflow.groq.values import is_number, num
+
+
+@on(n.And)
+def _and(node: n.And) -> Compiled:
+    left = compile_node(node.left)
+    right = compile_node(node.right)
+
+    def and_(s: Scope) -> Any:
+        a = left(s)
+        if a is False:
+            return False
+        b = right(s)
+        if b is False:
+            return False
+        return True if (a is True and b is True) else None
+
+    return and_
+
+
+@on(n.Or)
+def _or(node: n.Or) -> Compiled:
+    left = compile_node(node.left)
+    right = compile_node(node.right)
+
+    def or_(s: Scope) -> Any:
+        a = left(s)
+        if a is True:
+            return True
+        b = right(s)
+        if b is True:
+            return True
+        return False if (a is False and b is False) else None
+
+    return or_
+
+
+@on(n.Not)
+def _not(node: n.Not) -> Compiled:
+    base = compile_node(node.base)
+
+    def not_(s: Scope) -> Any:
+        v = base(s)
+        return (v is False) if type(v) is bool else None
+
+    return not_
+
+
+@on(n.Neg)
+def _neg(node: n.Neg) -> Compiled:
+    base = compile_node(node.base)
+
+    def neg(s: Scope) -> Any:
+        v = base(s)
+        return num(-v) if is_number(v) else None
+
+    return neg
+
+
+@on(n.Pos)
+def _pos(node: n.Pos) -> Compiled:
+    base = compile_node(node.base)
+
+    def pos(s: Scope) -> Any:
+        v = base(s)
+        return v if is_number(v) else None
+
+    return pos
+
+
+@on(n.OpCall)
+def _opcall(node: n.OpCall) -> Compiled:
+    left = compile_node(node.left)
+    if node.op in ("==", "!=") and isinstance(node.right, n.Value):
+        fast = _const_equality(left, node.right.value, node.op == "==")
+        if fast is not None:
+            return fast
+    right = compile_node(node.right)
+    fn = BINARY[node.op]
+    return lambda s: fn(left(s), right(s))
+
+
+def _const_equality(left: Compiled, c: Any, positive: bool) -> Compiled | None:
+    """``x == "text"`` and friends without the generic equality dispatch."""
+    if type(c) is str:
+        if positive:
+            return lambda s: left(s) == c  # only an equal str compares equal to a str
+        return lambda s: left(s) != c
+    if c is None:
+        if positive:
+            return lambda s: left(s) is None
+        return lambda s: left(s) is not None
+    if type(c) is bool:
+        if positive:
+            return lambda s: left(s) is c
+        return lambda s: left(s) is not c
+    return None
+
+
+@on(n.InRange)
+def _inrange(node: n.InRange) -> Compiled:
+    base = compile_node(node.base)
+    lo = compile_node(node.left)
+    hi = compile_node(node.right)
+    inclusive = node.inclusive
+    return lambda s: in_range(base(s), lo(s), hi(s), inclusive)
