@@ -49,10 +49,18 @@ def test_an_unknown_id_is_one_banner_and_one_subscribe(page: Page, server: Api) 
     sent = frames_sent(page)
     open_page(page, server, VIEWER, "focus=instance.nope")
     page.wait_for_selector('#errors .error[data-code="instance-not-found"]')
+
+    def about() -> list[str]:
+        return [f for f in sent if '"subscribe"' in f and "instance.nope" in f]
+
+    # Before the refusal arrives the id may be sent twice (once more if the token's
+    # reconnect overtook it); after it, never again.
+    refused_at = len(about())
     page.wait_for_timeout(4000)  # before the fix: a new subscribe every ~250 ms
-    about = [f for f in sent if '"subscribe"' in f and "instance.nope" in f]
-    print(f"subscribe frames for the unknown id in 4 s: {len(about)}")
-    assert len(about) == 1, about
+    print(f"subscribe frames for the unknown id: {refused_at} before its refusal, "
+          f"{len(about())} 4 s later")
+    assert 1 <= refused_at <= 2, about()
+    assert len(about()) == refused_at, about()
     assert page.locator('#errors .error[data-code="instance-not-found"]').count() == 1
     shot(page, "40-unknown-id-one-banner")
 
