@@ -74,10 +74,8 @@ def _order(base: Compiled, args: tuple[n.Node, ...]) -> Compiled:
         items = as_list(base(s))
         if items is None:
             return None
-        parent = s.parent if s.hidden else s
+        parent = s.pass_over(items)
         ctx = s.ctx
-        if ctx.budget is not None:
-            ctx.budget.charge(len(items))
         keyed = []
         for item in items:
             sc = Scope(item, parent, ctx)
@@ -129,10 +127,8 @@ def _score(base: Compiled, args: tuple[n.Node, ...]) -> Compiled:
         items = as_list(base(s))
         if items is None:
             return None
-        parent = s.parent if s.hidden else s
+        parent = s.pass_over(items)
         ctx = s.ctx
-        if ctx.budget is not None:
-            ctx.budget.charge(len(items))
         scored: list[tuple[float, Any]] = []
         for item in items:
             if type(item) is not dict and not isinstance(item, Mapping):

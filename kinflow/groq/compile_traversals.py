@@ -87,10 +87,8 @@ def _filter(node: n.Filter) -> Compiled:
         items = as_list(v)
         if items is None:
             return v  # the spec returns a non-array base unchanged
-        parent = s.parent if s.hidden else s
+        parent = s.pass_over(items)
         ctx = s.ctx
-        if ctx.budget is not None:
-            ctx.budget.charge(len(items))
         return [item for item in items if cond(Scope(item, parent, ctx)) is True]
 
     return filter_
@@ -139,10 +137,8 @@ def _map(node: n.MapNode) -> Compiled:
         items = as_list(base(s))
         if items is None:
             return None
-        parent = s.parent if s.hidden else s
+        parent = s.pass_over(items)
         ctx = s.ctx
-        if ctx.budget is not None:
-            ctx.budget.charge(len(items))
         return [expr(Scope(item, parent, ctx, True)) for item in items]
 
     return map_
@@ -157,10 +153,8 @@ def _flatmap(node: n.FlatMap) -> Compiled:
         items = as_list(base(s))
         if items is None:
             return None
-        parent = s.parent if s.hidden else s
+        parent = s.pass_over(items)
         ctx = s.ctx
-        if ctx.budget is not None:
-            ctx.budget.charge(len(items))
         out: list[Any] = []
         for item in items:
             v = expr(Scope(item, parent, ctx, True))

@@ -95,5 +95,16 @@ class Scope:
         """Scope for one element of a map/flat-map."""
         return Scope(value, self.parent if self.hidden else self, self.ctx, True)
 
+    def pass_over(self, items: list[Any]) -> Scope | None:
+        """Charge one pass over ``items`` to the budget; return the scope elements nest in.
+
+        Every array pass (filter, map, flat-map, ``order``, ``score``) goes
+        through here, so the budget sees each one exactly once.
+        """
+        budget = self.ctx.budget
+        if budget is not None:
+            budget.charge(len(items))
+        return self.parent if self.hidden else self
+
 
 Compiled = Callable[[Scope], Any]
