@@ -7,8 +7,12 @@ the server it starts, not code loaded in its own process.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import socket
+import subprocess
 from pathlib import Path
 
 
@@ -45,3 +49,14 @@ def rss_kib(pid: int) -> int | None:
     except OSError:
         return None
     return None
+
+
+def stop_group(process: subprocess.Popen[bytes], grace: float = 30.0) -> None:
+    """SIGTERM the server's process group, SIGKILL it if it is still there after ``grace``."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

@@ -37,7 +37,6 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -52,7 +51,7 @@ from typing import Any
 import bson
 import httpx
 from _cohort_definitions import CHILD, PARENT
-from _process import free_port
+from _process import free_port, stop_group
 from pymongo import AsyncMongoClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,13 +79,7 @@ def kinflow_serve(data_dir: Path, port: int, extra: dict[str, str]
     try:
         yield process
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_group(process)
         log.close()
 
 

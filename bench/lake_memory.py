@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _process import free_port, lake_pid
+from _process import free_port, lake_pid, stop_group
 
 from kinflow.storage.memory_guard import rss_mib
 
@@ -146,13 +146,7 @@ async def measure(writes: int, mib: int, budget: int, settle: float) -> None:
         report(before, during, after, budget, ok, writes, elapsed, errors,
                len(sampler.pids) - 1, health)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_group(process, grace=20)
         print(f"data directory: {data_dir} (serve.log, lake.log)")
 
 

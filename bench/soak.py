@@ -41,7 +41,7 @@ from typing import Any
 
 import httpx
 from _attacks import AttackTally, attacker, health_probe
-from _process import free_port, lake_pid, lake_port, rss_kib
+from _process import free_port, lake_pid, lake_port, rss_kib, stop_group
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFINITIONS = ROOT / "examples" / "definitions" / "article-review.json"
@@ -193,13 +193,7 @@ async def soak(minutes: float, clients: int, children: int, attacks: bool) -> No
             tally.report()
         print(f"server alive at end: {process.poll() is None}; log: {data_dir / 'serve.log'}")
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_group(process, grace=20)
 
 
 def main() -> None:

@@ -100,3 +100,15 @@ def simple(name: str, stages: list[dict[str, Any]], initial: str | None = None,
            fields: list[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
     return {"name": name, "title": name.title(), "initialStage": initial or stages[0]["name"],
             "fields": fields or [], "stages": stages, **extra}
+
+
+def counter(name: str) -> dict[str, Any]:
+    """Stage ``a`` with an editable counter ``n`` (``bump`` adds one, ``go`` moves on to ``b``)."""
+    return simple(name, [
+        {"name": "a", "activities": [{"name": "w", "actions": [
+            {"name": "bump", "ops": [{"type": "field.inc", "target": "n"}]},
+            {"name": "go", "status": "done"}]}],
+         "transitions": [{"name": "t", "to": "b"}]},
+        {"name": "b"},
+    ], fields=[{"name": "n", "type": "number", "editable": True,
+                "initialValue": {"type": "literal", "value": 0}}])

@@ -8,7 +8,7 @@ import pytest
 
 from kinflow.engine import Engine
 from kinflow.storage import Lake
-from tests.engine.definitions import simple
+from tests.engine.definitions import counter
 
 pytestmark = pytest.mark.lake
 
@@ -27,14 +27,7 @@ class Ticking:
 
 
 def editable() -> dict[str, object]:
-    return simple("one-clock", [
-        {"name": "a", "activities": [{"name": "w", "actions": [
-            {"name": "bump", "ops": [{"type": "field.inc", "target": "n"}]},
-            {"name": "go", "status": "done"}]}],
-         "transitions": [{"name": "t", "to": "b"}]},
-        {"name": "b"},
-    ], fields=[{"name": "n", "type": "number", "editable": True,
-                "initialValue": {"type": "literal", "value": 0}}])
+    return counter("one-clock")
 
 
 async def test_start_and_edit_write_the_moment_they_planned_with(lake: Lake) -> None:

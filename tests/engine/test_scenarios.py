@@ -19,7 +19,7 @@ from kinflow.engine import Actor, Engine
 from kinflow.engine.ids import random_key, random_token
 from kinflow.errors import ConcurrentModification
 from tests.engine.conftest import Clock
-from tests.engine.definitions import ARTICLE_REVIEW, TRANSLATE_ARTICLE, simple
+from tests.engine.definitions import ARTICLE_REVIEW, TRANSLATE_ARTICLE, counter, simple
 
 pytestmark = pytest.mark.lake
 ALICE = Actor.person("alice", "editor")
@@ -197,14 +197,7 @@ async def test_scenario_11_unevaluable_activity_filter_keeps_it_active(engine: E
 
 
 async def test_scenario_39_idempotent_replay_and_cross_verb_key(engine: Engine) -> None:
-    definition = simple("keyed", [
-        {"name": "a", "activities": [{"name": "w", "actions": [
-            {"name": "bump", "ops": [{"type": "field.inc", "target": "n"}]},
-            {"name": "go", "status": "done"}]}],
-         "transitions": [{"name": "t", "to": "b"}]},
-        {"name": "b"},
-    ], fields=[{"name": "n", "type": "number", "editable": True,
-                "initialValue": {"type": "literal", "value": 0}}])
+    definition = counter("keyed")
     await engine.deploy([definition])
     iid = (await engine.start_instance("keyed")).instance.id_
     first = await engine.fire_action(iid, "w", "bump", idempotency_key="k")

@@ -250,4 +250,5 @@ async def test_a_second_sigterm_stops_a_worker_at_once(tmp_path: Path) -> None:
     finally:
         await asyncio.to_thread(fleet.cleanup)
     record("worker-second-sigterm", f"kinflow worker gone {took:.2f} s after two SIGTERMs")
-    assert not worker.alive() and took < 3.0, f"{took:.1f} s"
+    # a first SIGTERM alone waits for its 9 s watchdog; the second must not (0.3 s measured)
+    assert not worker.alive() and took < 6.0, f"{took:.1f} s"
