@@ -9,6 +9,14 @@ Every collection and index is created up front (``ensure_dataset``): a
 collection created implicitly inside a transaction blocks other writers on
 the embedded server. Indexes are declared as data (``IndexSpec``) so the
 engine can add its own without the lake learning what they mean.
+
+**Side collections.** The engine's own bookkeeping (registry rows of
+cohorts, leases, ...) lives beside a dataset, never in it, so GROQ's ``*``
+and the instance listings only ever see definitions, instances and content.
+A side collection is named ``<dataset>.<kind>`` (``side_name``): a dataset
+name cannot hold a dot, so no caller can name one as a dataset, and the
+lake's document verbs accept it wherever they take a dataset. Each kind has
+its own indexes (``declare_indexes(..., kind=)``), created with it.
 """
 
 from __future__ import annotations
@@ -35,6 +43,24 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 Document = dict[str, Any]
+SIDE_KINDS = frozenset({"rows", "engine"})
+"""The kinds of side collection: ``rows`` (cohort registry rows), ``engine`` (leases and
+other engine bookkeeping)."""
+
+
+def side_name(dataset: str, kind: str) -> str:
+    """The side collection of ``kind`` beside ``dataset``."""
+    if kind not in SIDE_KINDS:
+        raise ValueError(f"unknown side collection kind {kind!r}")
+    return f"{check_dataset(dataset)}.{kind}"
+
+
+def check_collection(name: str) -> tuple[str, str | None]:
+    """``(dataset, kind)`` of a dataset name or a side collection name."""
+    dataset, dot, kind = name.partition(".")
+    if dot and kind not in SIDE_KINDS:
+        raise ValueError(f"unknown side collection {name!r}")
+    return check_dataset(dataset), kind if dot else None
 
 
 def unavailable(exc: BaseException, verb: str) -> LakeUnavailable | None:
@@ -63,6 +89,7 @@ class LakeDatabase:
     operation_timeout: float = 30.0
     transaction_attempts: int = 12
     indexes: list[IndexSpec] = field(default_factory=lambda: list(BASE_INDEXES))
+    side_indexes: dict[str, list[IndexSpec]] = field(default_factory=dict)
     _ready: set[str] = field(default_factory=set, repr=False)
 
     # -- datasets --------------------------------------------------------
@@ -72,11 +99,19 @@ class LakeDatabase:
         return self.client[self.database]
 
     def collection(self, dataset: str | None = None) -> AsyncCollection[Document]:
-        return self.db[check_dataset(dataset or self.default_dataset)]
+        name = dataset or self.default_dataset
+        check_collection(name)
+        return self.db[name]
+
+    def _specs(self, name: str) -> list[IndexSpec]:
+        kind = check_collection(name)[1]
+        return self.indexes if kind is None else self.side_indexes.get(kind, [])
 
     async def ensure_dataset(self, dataset: str | None = None) -> AsyncCollection[Document]:
-        """Create the collection and every declared index, idempotently."""
-        name = check_dataset(dataset or self.default_dataset)
+        """Create the collection (a dataset or a side collection) and every index
+        declared for it, idempotently."""
+        name = dataset or self.default_dataset
+        check_collection(name)
         coll = self.db[name]
         if name in self._ready:
             return coll
@@ -87,20 +122,30 @@ class LakeDatabase:
             except PyMongoError as exc:
                 if "already exists" not in str(exc):
                     raise
-            await coll.create_indexes([spec.model() for spec in self.indexes])
+            specs = self._specs(name)
+            if specs:
+                await coll.create_indexes([spec.model() for spec in specs])
         self._ready.add(name)
         return coll
 
-    async def declare_indexes(self, specs: Iterable[IndexSpec]) -> None:
-        """Add indexes (from the engine, say) and build them on every ready dataset."""
-        known = {spec.name for spec in self.indexes}
+    async def declare_indexes(self, specs: Iterable[IndexSpec], *, kind: str | None = None
+                              ) -> None:
+        """Add indexes (from the engine, say) and build them on every ready dataset,
+        or with ``kind`` on every ready side collection of that kind."""
+        if kind is None:
+            declared = self.indexes
+        else:
+            side_name("x", kind)  # a known kind
+            declared = self.side_indexes.setdefault(kind, [])
+        known = {spec.name for spec in declared}
         added = [spec for spec in specs if spec.name not in known]
         if not added:
             return
-        self.indexes.extend(added)
+        declared.extend(added)
         with self.bounded("declareIndexes"):
             for name in sorted(self._ready):
-                await self.db[name].create_indexes([spec.model() for spec in added])
+                if check_collection(name)[1] == kind:
+                    await self.db[name].create_indexes([spec.model() for spec in added])
 
     async def ping(self, timeout: float = 5.0) -> bool:
         try:

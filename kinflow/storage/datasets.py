@@ -106,5 +106,5 @@ class Datasets:
                 names = await self.lake.db.list_collection_names()
         except PyMongoError as exc:
             raise LakeUnavailable(f"listing the lake's datasets failed: {exc}") from exc
-        self._known.update(names)
+        self._known.update(n for n in names if "." not in n)  # side collections are no datasets
         self._listed_at = time.monotonic()
