@@ -34,6 +34,7 @@ from kinflow import __version__
 from kinflow.auth import TokenTable, Unauthenticated, authenticate, bearer, load_tokens
 from kinflow.auth_http import client_host, ide_page_request, refusal, request_token
 from kinflow.engine import Actor, Engine
+from kinflow.engine.leases import prepare_engine_side
 from kinflow.graphiql import graphiql_routes, local_page
 from kinflow.http_guards import guard_middleware
 from kinflow.inspector import inspector_routes
@@ -184,6 +185,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         try:
             engine: Engine = build_engine(connection.lake, settings)
             await engine.ensure_ready()
+            await prepare_engine_side(connection.lake, engine.dataset)  # leases out of content
             await datasets.prepare()
             hub = await hubs.get()
             graphql.services = Services(settings=settings, lake=connection.lake, engine=engine,

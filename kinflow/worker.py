@@ -12,14 +12,19 @@ is owed after it (docs/subworkflows.md), each behind an index:
 * ``effectsDueAt`` has passed: effects wait to run, or a claim's lease ended.
 
 One pass reads a bounded batch of each kind and handles every item under a
-lease document in the lake (``_type: kinflow.lease``, one per item, taken
-with a conditional write and an expiry), so several workers share the work
+lease document (``_type: kinflow.lease``, one per item, taken with a
+conditional write and an expiry, kept in the side collection
+``<dataset>.engine``: ``kinflow.engine.leases``), so several workers share the work
 and no item is handled by two at once; after taking the lease the worker
 checks the item is still owed, so an item another worker just finished is
 skipped. Passes are bounded in items and in time. An item whose lease it
 cannot take is paged past, never retried in the same pass: however many
 items another worker holds (or a stale lease blocks) ahead of the rest, the
 pass still reaches the others.
+
+An item that fails with a permanent refusal (``cascade-limit``, say) is
+parked with its reason and backs off (``kinflow.engine.parking``) instead of
+being retried on every pass; ``tick`` un-parks it.
 """
 
 from __future__ import annotations
@@ -35,18 +40,17 @@ from typing import TYPE_CHECKING, Any
 
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.engine import Actor, Engine
+from kinflow.engine.leases import LEASE_TYPE, Leases, prepare_engine_side
+from kinflow.engine.parking import PARKED_INDEXES, Parked, Parking, permanent
 from kinflow.engine.reactions import follow_content_changes
-from kinflow.errors import DocumentExists, RevisionConflict
-from kinflow.storage.indexes import IndexSpec
-from kinflow.timestamps import iso
+from kinflow.errors import KinflowError
+from kinflow.timestamps import iso, parse_iso
 
 if TYPE_CHECKING:
     from kinflow.storage.hub import ChangeHub
 
 log = logging.getLogger("kinflow.worker")
-LEASE_TYPE = "kinflow.lease"
-LEASE_INDEXES = (IndexSpec("lease_expiry", (("_type", 1), ("expiresAt", 1)),
-                           partial={"_type": LEASE_TYPE}),)
+__all__ = ["LEASE_TYPE", "PassReport", "Worker"]
 _INSTANCE = {"_type": INSTANCE_TYPE}
 
 
@@ -56,6 +60,11 @@ def _older(document: dict[str, Any], moment: str) -> bool:
     return isinstance(updated, str) and updated <= moment
 
 
+def _forgotten(now: str) -> str:
+    """Failures older than a day are forgotten: a later one backs off from the start."""
+    return iso(parse_iso(now) - timedelta(days=1))
+
+
 @dataclass
 class PassReport:
     """What one pass did: ``processed`` lists every (kind, item) this worker handled."""
@@ -63,6 +72,7 @@ class PassReport:
     processed: list[tuple[str, str]] = field(default_factory=list)
     skipped: int = 0  # items another worker held or had already finished
     failed: list[tuple[str, str, str]] = field(default_factory=list)
+    parked: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, item, code)
 
     def of(self, kind: str) -> list[str]:
         return [item for k, item in self.processed if k == kind]
@@ -82,6 +92,8 @@ class Worker:
         interval: float = 1.0,
         grace_seconds: float = 5.0,
         hub: ChangeHub | None = None,
+        park_seconds: float = 60.0,
+        park_max_seconds: float = 3600.0,
     ) -> None:
         self.engine = engine
         self.lake = engine.lake
@@ -93,12 +105,20 @@ class Worker:
         self.interval = interval
         self.grace_seconds = grace_seconds  # leave fresh hints to the process that set them
         self.hub = hub
+        self.leases = Leases(self.lake, engine.dataset, self.worker_id, lease_seconds)
+        self.parking = Parking(self.lake, engine.dataset, base=park_seconds,
+                               cap=park_max_seconds)
+        self._parked: dict[str, Parked] = {}
         self._ready = False
 
     async def ensure_ready(self) -> None:
         if not self._ready:
             await self.engine.ensure_ready()
-            await self.lake.declare_indexes(LEASE_INDEXES)
+            await self.lake.declare_indexes(PARKED_INDEXES, kind="engine")
+            moved = await prepare_engine_side(self.lake, self.engine.dataset)
+            if moved:
+                log.info("moved %d lease documents out of dataset %s", moved,
+                         self.engine.dataset)
             self._ready = True
 
     # ------------------------------------------------------------ the loop
@@ -150,8 +170,10 @@ class Worker:
                                                seen),
              lambda i: self._owed(i, {"effectsDueAt": {"$lte": iso(now)}}), self._effects),
         ]
+        backing_off = await self._parked_now(iso(now))
         for kind, find, still_owed, handle in kinds:
-            seen: list[str] = []  # this pass's items of this kind, taken or not: paged past
+            # this pass's items of this kind, taken or not, and parked ones: paged past
+            seen: list[str] = list(backing_off)
             taken = 0
             while taken < self.batch:
                 found = [item for item in await find(seen) if item not in seen]
@@ -170,7 +192,7 @@ class Worker:
                    handle: Callable[[str], Awaitable[Any]]) -> bool:
         """Handle one item under its lease; ``False`` when the lease is held elsewhere."""
         lease = f"lease.{kind}.{item}"
-        if not await self._acquire(lease):
+        if not await self.leases.acquire(lease, self.engine.clock()):
             report.skipped += 1
             return False
         try:
@@ -179,12 +201,39 @@ class Worker:
                 return True
             report.processed.append((kind, item))
             await handle(item)
+            self._parked.pop(item, None)  # it went through: the next failure starts afresh
         except Exception as exc:  # one item never stops a pass
             report.failed.append((kind, item, f"{type(exc).__name__}: {exc}"))
             log.warning("heartbeat %s %s failed: %s", kind, item, exc)
+            if isinstance(exc, KinflowError) and permanent(exc):
+                await self._park(report, kind, item, exc)
         finally:
-            await self._release(lease)
+            await self.leases.release(lease)
         return True
+
+    async def _parked_now(self, now: str) -> list[str]:
+        """Ids still backing off; parkings whose back-off ended are deleted (the item is
+        tried again this pass, if still owed) and remembered here to double the next one."""
+        stored = await self.parking.all()
+        self._parked = {i: p for i, p in self._parked.items() if p.until > _forgotten(now)}
+        self._parked.update(stored)
+        for item, parked in stored.items():
+            if parked.until <= now:
+                await self.parking.unpark(item)
+        return [item for item, parked in stored.items() if parked.until > now]
+
+    async def _park(self, report: PassReport, kind: str, item: str, exc: KinflowError) -> None:
+        """Park an item a retry cannot fix; a failure after a back-off doubles it."""
+        before = self._parked.get(item)
+        try:
+            parked = await self.parking.park(item, kind, exc, self.engine.clock(),
+                                             failures=(before.failures + 1) if before else 1)
+        except Exception as error:  # parking is an optimisation: the item is retried
+            log.warning("could not park %s: %s", item, error)
+            return
+        self._parked[item] = parked
+        report.parked.append((kind, item, exc.code))
+        log.warning("parked %s until %s after %s", item, parked.until, exc.code)
 
     # ------------------------------------------------------------ queries
 
@@ -238,38 +287,3 @@ class Worker:
     async def _effects(self, instance_id: str) -> None:
         await self.engine.sweep_stale_claims(instance_id, actor=self.actor)
         await self.engine.drain_effects(instance_id, actor=self.actor)
-
-    # ------------------------------------------------------------ leases
-
-    async def _acquire(self, lease_id: str) -> bool:
-        """Take the lease with a conditional write: create it, or take over an expired one.
-
-        A document of another type at a lease id squats the engine's namespace
-        (content writes refuse such ids now; one may predate that): it is taken
-        over like an expired lease, and deleted with the lease on release.
-        """
-        now: datetime = self.engine.clock()
-        expires = iso(now + timedelta(seconds=self.lease_seconds))
-        try:
-            await self.lake.create({"_id": lease_id, "_type": LEASE_TYPE,
-                                    "holder": self.worker_id, "expiresAt": expires},
-                                   dataset=self.engine.dataset)
-            return True
-        except DocumentExists:
-            pass
-        try:
-            await self.lake.update(lease_id, {"$set": {"_type": LEASE_TYPE,
-                                                       "holder": self.worker_id,
-                                                       "expiresAt": expires}},
-                                   match={"$or": [{"_type": LEASE_TYPE,
-                                                   "expiresAt": {"$lte": iso(now)}},
-                                                  {"_type": {"$ne": LEASE_TYPE}}]},
-                                   dataset=self.engine.dataset)
-            return True
-        except RevisionConflict:
-            return False
-
-    async def _release(self, lease_id: str) -> None:
-        with contextlib.suppress(Exception):
-            await self.lake.delete(lease_id, match={"holder": self.worker_id},
-                                   dataset=self.engine.dataset)

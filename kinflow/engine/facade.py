@@ -28,6 +28,7 @@ from kinflow.engine.driving import Driver, OperationResult
 from kinflow.engine.faults import Faults
 from kinflow.engine.indexes import ENGINE_INDEXES
 from kinflow.engine.materialise import Materialiser
+from kinflow.engine.parking import unpark
 from kinflow.engine.propagation import Propagator
 from kinflow.engine.reads import DeployOutcome, Reader
 from kinflow.engine.transact import Clock, Planner, Transactor
@@ -87,6 +88,7 @@ class Engine:
             return
         await self.lake.declare_indexes(ENGINE_INDEXES)
         await self.lake.ensure_dataset(self.dataset)
+        await self.transact.rows.prepare()
         self._ready = True
 
     def register_handler(self, name: str, handler: drain.EffectHandler) -> None:
@@ -168,9 +170,10 @@ class Engine:
                                 lambda s, c: verbs.plan_complete_effect(s, verb, c))
 
     async def tick(self, instance_id: str, *, actor: Actor | None = None) -> OperationResult:
-        """Re-evaluate: drain owed aborts, stamp what children did, cascade, propagate."""
+        """Re-evaluate: un-park, drain owed aborts, stamp what children did, cascade, propagate."""
         actor = actor or Actor.system()
-        state = await self.get_instance(instance_id)
+        state = await self.transact.load(instance_id, None)
+        await unpark(self.lake, self.dataset, instance_id)  # a tick is "try again now"
         await self.driver.drain_condemned(state, actor)
         return await self._verb(instance_id, "tick", actor, verbs.plan_hop)
 
@@ -254,7 +257,7 @@ class Engine:
 
     async def finish_materialising(self, parent_id: str, *, actor: Actor | None = None) -> int:
         """Create the children a large spawn registered but a crash left uncreated."""
-        return await self.materialiser.finish(await self.get_instance(parent_id),
+        return await self.materialiser.finish(await self.transact.load(parent_id, None),
                                               actor or Actor.system())
 
     async def repair(self, instance_id: str, *, actor: Actor | None = None) -> Instance:
@@ -263,7 +266,7 @@ class Engine:
         The heartbeat calls this for terminal instances (an aborted parent whose
         drain was interrupted); in-flight ones are repaired by ``tick``.
         """
-        instance = await self.get_instance(instance_id)
+        instance = await self.transact.load(instance_id, None)
         instance = await self.driver.drain_condemned(instance, actor or Actor.system())
         await self.driver.after(instance)
         return instance

@@ -21,6 +21,7 @@ from kinflow.core.errors import (
 from kinflow.core.ledger import fingerprint
 from kinflow.core.owned import check_content_write, check_instance_id
 from kinflow.engine import Engine
+from kinflow.storage.database import side_name
 from kinflow.timestamps import iso
 from kinflow.worker import LEASE_TYPE, Worker
 from tests.engine.cohort_defs import child, items, parent
@@ -244,12 +245,16 @@ async def test_a_due_instance_behind_sixty_held_leases_is_still_ticked(
     target = (await engine.start_instance("late")).instance.id_
     clock.advance(hours=1)
     until = iso(clock() + timedelta(hours=1))
+    leases = side_name(engine.dataset, "engine")
+    await engine.lake.ensure_dataset(leases)
     for n, iid in enumerate(blocked):
-        if n % 10 == 0:  # a squatted id of another type: never acquirable
-            await engine.lake.create({"_id": f"lease.tick.{iid}", "_type": "article"})
+        if n % 10 == 0:  # a document of another type at a lease id: taken over
+            await engine.lake.create({"_id": f"lease.tick.{iid}", "_type": "article"},
+                                     dataset=leases)
         else:  # a live lease another worker holds
             await engine.lake.create({"_id": f"lease.tick.{iid}", "_type": LEASE_TYPE,
-                                      "holder": "elsewhere", "expiresAt": until})
+                                      "holder": "elsewhere", "expiresAt": until},
+                                     dataset=leases)
     due = await engine.due_instances(limit=50)
     assert target not in due  # the first page is all blocked
     report = await Worker(engine, worker_id="w", grace_seconds=0, batch=50).run_pass()
@@ -257,7 +262,7 @@ async def test_a_due_instance_behind_sixty_held_leases_is_still_ticked(
     assert sorted(report.of("tick")) == sorted([*squatted, target])
     assert report.skipped == 54
     assert (await engine.get_instance(target)).currentStage == "over"
-    assert await engine.lake.count({"_type": "article"}) == 0  # released, so gone
+    assert await engine.lake.count({"_type": "article"}, dataset=leases) == 0  # released
 
 
 EFFECTFUL = simple("effectful", [

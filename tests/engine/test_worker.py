@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 
 from kinflow.engine import EffectCall, Engine
+from kinflow.storage.database import side_name
 from kinflow.worker import Worker
 from tests.engine.conftest import Clock
 from tests.engine.definitions import simple
@@ -49,6 +50,7 @@ async def test_two_workers_never_process_the_same_item_twice(engine: Engine,
         assert instance.currentStage == "over"
         assert [h["_type"] for h in instance.history].count("transitionFired") == 1
     assert await engine.lake.count({"_type": "kinflow.lease"}) == 0
+    assert await engine.lake.count({}, dataset=side_name(engine.dataset, "engine")) == 0
     again = await workers[0].run_pass()
     assert again.processed == []
 
@@ -59,7 +61,7 @@ async def test_a_held_lease_is_skipped_until_it_expires(engine: Engine, clock: C
     clock.advance(hours=1)
     first, second = Worker(engine, worker_id="a", grace_seconds=0), Worker(
         engine, worker_id="b", grace_seconds=0, lease_seconds=60)
-    assert await first._acquire(f"lease.tick.{iid}")
+    assert await first.leases.acquire(f"lease.tick.{iid}", clock())
     report = await second.run_pass()
     assert ("tick", iid) not in report.processed and report.skipped >= 1
     clock.advance(seconds=120)  # the holder died: its lease expires and is taken over
