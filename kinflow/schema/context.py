@@ -11,6 +11,7 @@ from strawberry.types import Info
 
 from kinflow.auth import OPEN_ACTOR, TokenTable, require
 from kinflow.engine import Actor, Engine
+from kinflow.engine.siblings import sibling
 from kinflow.errors import DatasetNotFound
 from kinflow.schema.hubs import Hubs
 from kinflow.schema.loaders import Loaders
@@ -52,7 +53,7 @@ class Services:
         if dataset not in self.engines:
             if not self.datasets.known(dataset):
                 raise DatasetNotFound(f"no dataset {dataset!r}", dataset=dataset)
-            self.engines[dataset] = Engine(self.lake, dataset=dataset, limits=self.engine.limits)
+            self.engines[dataset] = sibling(self.engine, dataset)  # same handlers and limits
         return self.engines[dataset]
 
 
