@@ -97,6 +97,14 @@ class Settings(BaseSettings):
         ),
     )
     worker_interval: float = Field(default=1.0, description="Seconds between heartbeat passes.")
+    retention_days: int | None = Field(
+        default=None, ge=1,
+        description=(
+            "Days a finished family (a root and every descendant, all finished) is kept after "
+            "its root finished; the worker then purges it. A definition's retention.days "
+            "overrides it; unset keeps everything."
+        ),
+    )
 
     spawn_txn_limit: int = Field(
         default=256, description="Children created inside the spawning transaction."

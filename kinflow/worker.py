@@ -25,6 +25,11 @@ pass still reaches the others.
 An item that fails with a permanent refusal (``cascade-limit``, say) is
 parked with its reason and backs off (``kinflow.engine.parking``) instead of
 being retried on every pass; ``tick`` un-parks it.
+
+Retention (``kinflow.engine.retention``): at most once per
+``retention_interval``, after the owed work, one worker at a time (under the
+lease ``lease.retention``) purges the finished families whose retention ran
+out, a bounded number per pass, finishing first any purge a crash interrupted.
 """
 
 from __future__ import annotations
@@ -38,11 +43,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from kinflow.core.retention import PurgeCounts
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.engine import Actor, Engine
 from kinflow.engine.leases import LEASE_TYPE, Leases, prepare_engine_side
 from kinflow.engine.parking import PARKED_INDEXES, Parked, Parking, permanent
 from kinflow.engine.reactions import follow_content_changes
+from kinflow.engine.retention import Purger
 from kinflow.errors import KinflowError
 from kinflow.timestamps import iso, parse_iso
 
@@ -73,6 +80,7 @@ class PassReport:
     skipped: int = 0  # items another worker held or had already finished
     failed: list[tuple[str, str, str]] = field(default_factory=list)
     parked: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, item, code)
+    purged: PurgeCounts | None = None  # what retention did, when it ran this pass
 
     def of(self, kind: str) -> list[str]:
         return [item for k, item in self.processed if k == kind]
@@ -94,6 +102,8 @@ class Worker:
         hub: ChangeHub | None = None,
         park_seconds: float = 60.0,
         park_max_seconds: float = 3600.0,
+        retention_days: int | None = None,
+        retention_interval: float = 60.0,
     ) -> None:
         self.engine = engine
         self.lake = engine.lake
@@ -109,12 +119,17 @@ class Worker:
         self.parking = Parking(self.lake, engine.dataset, base=park_seconds,
                                cap=park_max_seconds)
         self._parked: dict[str, Parked] = {}
+        self.retention_days = retention_days  # KINFLOW_RETENTION_DAYS; definitions may override
+        self.retention_interval = retention_interval
+        self.purger = Purger(self.lake, engine.dataset, faults=engine.faults)
+        self._retained_at: float | None = None
         self._ready = False
 
     async def ensure_ready(self) -> None:
         if not self._ready:
             await self.engine.ensure_ready()
             await self.lake.declare_indexes(PARKED_INDEXES, kind="engine")
+            await self.purger.ensure_ready()
             moved = await prepare_engine_side(self.lake, self.engine.dataset)
             if moved:
                 log.info("moved %d lease documents out of dataset %s", moved,
@@ -185,7 +200,28 @@ class Worker:
                         taken += 1
                 if len(found) < self.batch:  # that was all of it: no page after this one
                     break
+        await self._retention(report, now)
         return report
+
+    async def _retention(self, report: PassReport, now: datetime) -> None:
+        """Purge the families whose retention ran out, if it is time (one worker at a time)."""
+        clock = asyncio.get_running_loop().time()
+        if self._retained_at is not None and clock - self._retained_at < self.retention_interval:
+            return
+        self._retained_at = clock
+        if not await self.leases.acquire("lease.retention", self.engine.clock()):
+            return
+        try:
+            report.purged = await self.purger.retention_pass(now, self.retention_days,
+                                                             limit=self.batch)
+            if report.purged.roots:
+                log.info("retention purged %d families (%d instances)", report.purged.roots,
+                         report.purged.instances)
+        except Exception as exc:  # retention never stops the heartbeat
+            report.failed.append(("retention", self.engine.dataset, f"{type(exc).__name__}: {exc}"))
+            log.warning("retention failed: %s", exc)
+        finally:
+            await self.leases.release("lease.retention")
 
     async def _one(self, report: PassReport, kind: str, item: str,
                    still_owed: Callable[[str], Awaitable[bool]],

@@ -238,6 +238,12 @@ class Stage(Stored):
         return not self.transitions
 
 
+class Retention(Stored):
+    """How long a finished family of this root definition is kept (``kinflow.core.retention``)."""
+
+    days: Annotated[int, Field(strict=True, ge=1, le=36_500)]
+
+
 class WorkflowDefinition(Stored):
     name: str
     title: str
@@ -250,6 +256,7 @@ class WorkflowDefinition(Stored):
     stages: list[Stage]
     predicates: dict[str, str] | None = None
     roleAliases: dict[str, list[str]] | None = None
+    retention: Retention | None = None
 
     def stage(self, name: str) -> Stage | None:
         for stage in self.stages:
