@@ -16,6 +16,7 @@ from kinflow.cli.console import err, out, run, run_sync_parse
 from kinflow.cli.help import plain_help
 from kinflow.cli.inputs import load_definitions, parse_pairs
 from kinflow.cli.lake_commands import lake_app
+from kinflow.cli.purge import purge
 from kinflow.cli.render import build_tree, print_result
 from kinflow.settings import Settings
 
@@ -313,4 +314,5 @@ def main() -> None:
     app()
 
 
+app.command("purge")(purge)
 app.add_typer(lake_app, name="lake")

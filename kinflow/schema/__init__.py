@@ -13,11 +13,13 @@ from typing import Any
 import strawberry
 from graphql import GraphQLError
 from strawberry.schema.config import StrawberryConfig
+from strawberry.tools import merge_types
 
 from kinflow.schema.caching import caching_extensions
 from kinflow.schema.errors import ErrorShaping
 from kinflow.schema.limits import limit_extensions
 from kinflow.schema.mutations import Mutation
+from kinflow.schema.purge import PurgeMutation
 from kinflow.schema.queries import Query
 from kinflow.schema.scalars import SCALAR_MAP
 from kinflow.schema.subscriptions import Subscription
@@ -42,7 +44,7 @@ def build_schema(settings: Settings | None = None) -> KinflowSchema:
     settings = settings or Settings()
     return KinflowSchema(
         query=Query,
-        mutation=Mutation,
+        mutation=merge_types("Mutation", (Mutation, PurgeMutation)),
         subscription=Subscription,
         extensions=[*limit_extensions(settings), ErrorShaping, *caching_extensions()],
         config=StrawberryConfig(scalar_map=SCALAR_MAP),
