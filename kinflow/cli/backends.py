@@ -154,7 +154,7 @@ class LocalBackend:
     async def instances(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         found = await self.connection.lake.get_many(list(ids))
         return {
-            doc_id: instance_view(doc)
+            doc_id: instance_view(await self.engine.assemble(doc))
             for doc_id, doc in found.items()
             if doc.get("_type") == INSTANCE_TYPE
         }

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from kinflow.core import readmodel
 from kinflow.core.context import PlanContext
 from kinflow.core.history import record
+from kinflow.core.rows import replace_row
 from kinflow.core.state import Instance, ObservedChild, ResolvedRow, SubworkflowEntry
 
 MISSING = "missing"
@@ -87,28 +88,32 @@ def condemned(instance: Instance) -> list[SubworkflowEntry]:
 def apply_observations(instance: Instance, ctx: PlanContext,
                        observations: list[Observation]) -> list[tuple[str, str]]:
     """Stamp rows from observations; returns (child id, token) pairs now honoured."""
-    rows = rows_by_child(instance)
+    places = {row.child_id: index for index, row in enumerate(instance.subworkflows)}
     honoured: list[tuple[str, str]] = []
     for seen in observations:
-        row = rows.get(seen.child_id)
+        place = places.get(seen.child_id)
+        row = instance.subworkflows[place] if place is not None else None
         if seen.token is not None:
             honoured.append((seen.child_id, seen.token))
         if row is None:
             if seen.status != MISSING:
                 _orphan(instance, ctx, seen.child_id)
             continue
-        if row.resolved is not None:
+        if row.resolved is not None or place is None:
             continue
         if seen.status == MISSING:
-            row.resolved = ResolvedRow(at=ctx.now_iso, aborted=True, detail="child-missing")
+            replace_row(instance, place, resolved=ResolvedRow(
+                at=ctx.now_iso, aborted=True, detail="child-missing"))
             record(instance, ctx, "subworkflowResolved", activity=row.activity,
                    instanceRef=row.ref.to_json(), status="aborted", detail="child-missing")
             continue
-        row.observed = ObservedChild(status=seen.status, stage=seen.stage,
-                                     at=ctx.now_iso)
-        if seen.status in ("done", "aborted"):
-            row.resolved = ResolvedRow(at=seen.completed_at or ctx.now_iso, stage=seen.stage,
-                                       aborted=True if seen.status == "aborted" else None)
+        observed = ObservedChild(status=seen.status, stage=seen.stage, at=ctx.now_iso)
+        if seen.status not in ("done", "aborted"):
+            replace_row(instance, place, observed=observed)
+        else:
+            replace_row(instance, place, observed=observed, resolved=ResolvedRow(
+                at=seen.completed_at or ctx.now_iso, stage=seen.stage,
+                aborted=True if seen.status == "aborted" else None))
             record(instance, ctx, "subworkflowResolved", activity=row.activity,
                    instanceRef=row.ref.to_json(), status=seen.status)
     return honoured

@@ -50,9 +50,16 @@ from kinflow.core.history import record
 from kinflow.core.inputs import check_key, check_values
 from kinflow.core.ledger import is_replay
 from kinflow.core.mutation import Mutation
+from kinflow.core.rows import row_writes
 from kinflow.core.sizes import RESOLUTION_BYTES, engine_limit
 from kinflow.core.stages import prime
-from kinflow.core.state import INSTANCE_TYPE, ContextEntry, Instance, SubworkflowEntry
+from kinflow.core.state import (
+    INSTANCE_TYPE,
+    ContextEntry,
+    Instance,
+    SubworkflowEntry,
+    inline_history,
+)
 from kinflow.define.models import WorkflowDefinition
 from kinflow.errors import KinflowError
 
@@ -61,11 +68,17 @@ class Commit:
     """One commit in progress: the mutable copy and the bookkeeping around it."""
 
     def __init__(self, state: Instance, ctx: PlanContext, *, engine: bool = False) -> None:
-        self.before = state.to_json()
+        self.before = state.stored_json()
         # a JSON round trip is a deep copy an order of magnitude faster than copy.deepcopy
         text = json.dumps(self.before)
-        self.before_bytes = len(text)  # the size guard's estimate of the stored document
+        # the size guard's estimate of the stored document
+        self.before_bytes = len(text) + len(json.dumps(inline_history(state.history)))
         self.m = Instance.model_validate_json(text)  # half the cost of json.loads + validate
+        # rows are frozen and history entries never edited, so the copy shares them
+        # (core/rows.py); the rows stored beside the instance are what writes diff against
+        self.m.subworkflows = list(state.subworkflows)
+        self.m.history = list(state.history)
+        self.rows_base = state.subworkflows[:state.rowCount or 0]
         # a caller's verb stays under the instance limit; the engine's own commits
         # (hops, stamps, claims) may use the headroom above it (sizes.py)
         self.engine = engine
@@ -118,8 +131,13 @@ class Commit:
     def finish(self, *, replay: bool = False, insert: bool = False, result: Any = None,
                clears: list[tuple[str, str]] | None = None) -> Mutation:
         m = self.m
-        after = m.to_json()
-        changed = insert or _state_differs(self.before, after)
+        new_history = m.history[self.history_start:]
+        rows = row_writes(m, self.rows_base, new_history, self.history_start)
+        if m.subworkflows:
+            m.rowCount = len(m.subworkflows)
+        after = m.stored_json()
+        changed = insert or bool(rows) or bool(new_history) or _state_differs(self.before,
+                                                                              after)
         if changed:
             m.lastChangedAt = self.ctx.now_iso
         finalise(m, self.definition, self.ctx)
@@ -141,7 +159,7 @@ class Commit:
             instance=m, insert=insert, changed=changed, dirty=dirty, moves=self.moves,
             creates=self.creates, settle=self.settle,
             effects_queued=[p for p in m.pendingEffects if p.key_ not in self.effects_start],
-            history=m.history[self.history_start:], replay=replay, result=result,
+            history=new_history, rows=rows, replay=replay, result=result,
             clears=clears or [], before=None if insert else self.before,
             before_bytes=None if insert else self.before_bytes, size_limit=self.size_limit,
             size_reserve=self._reserve(),
@@ -155,14 +173,15 @@ class Commit:
 
 
 _DERIVED = ("lastChangedAt", "nextEvaluationAt", "watch", "_rev", "_createdAt", "_updatedAt",
-            "propagateTo", "propagateToken", "owesAborts", "effectsDueAt", "materialising")
+            "propagateTo", "propagateToken", "owesAborts", "effectsDueAt", "materialising",
+            "rowCount")
 
 
 def _hints(m: Instance) -> dict[str, Any]:
     return {"nextEvaluationAt": m.nextEvaluationAt, "watch": m.watch or [],
             "propagateTo": m.propagateTo, "propagateToken": m.propagateToken,
             "owesAborts": m.owesAborts, "effectsDueAt": m.effectsDueAt,
-            "materialising": m.materialising}
+            "materialising": m.materialising, "rowCount": m.rowCount}
 
 
 def _state_differs(before: dict[str, Any], after: dict[str, Any]) -> bool:

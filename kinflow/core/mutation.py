@@ -3,7 +3,8 @@
 The shell (``kinflow.engine.transact``) executes a Mutation in one
 transaction: insert the instance, or update it with the diff against
 ``before`` fenced on the loaded ``_rev`` (a fenced whole replace only when
-there is no ``before``); create the first ``spawn_txn`` child documents (the
+there is no ``before``); insert and update the registry row documents
+(``rows``, core/rows.py) beside it; create the first ``spawn_txn`` child documents (the
 rest right after); clear the honoured propagation stamps. Planners never
 touch the lake; they return one of these.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kinflow.core.rows import RowWrites
 from kinflow.core.state import Instance, PendingEffect
 
 
@@ -26,6 +28,7 @@ class Mutation:
     creates: list[dict[str, Any]] = field(default_factory=list)
     effects_queued: list[PendingEffect] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)
+    rows: RowWrites = field(default_factory=RowWrites)  # row documents beside the instance
     replay: bool = False
     result: Any = None
     settle: list[str] = field(default_factory=list)  # children whose cascade the shell owes

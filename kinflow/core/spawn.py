@@ -46,6 +46,7 @@ from kinflow.core.errors import (
     SpawnRowIdentity,
 )
 from kinflow.core.history import record
+from kinflow.core.rows import replace_row
 from kinflow.core.state import (
     INSTANCE_TYPE,
     Instance,
@@ -161,15 +162,16 @@ def plan_spawn(instance: Instance, definition: WorkflowDefinition, ctx: PlanCont
             rows=len(rows), limit=ctx.limits.fan_out, activity=activity, action=action.name,
         )
     live = {
-        row.rowKey: row for row in instance.subworkflows
+        row.rowKey: index for index, row in enumerate(instance.subworkflows)
         if row.activity == activity and row.action == action.name
         and row.definition == block.definition.name and row.resolved is None
         and row.abortPending is None
     }
     for key, _ in rows:
-        row = live.get(key)
-        if row is not None and row.stageEntry != entry.key_:
-            row.stageEntry, row.cohortStage = entry.key_, entry.name
+        place = live.get(key)
+        row = instance.subworkflows[place] if place is not None else None
+        if place is not None and row is not None and row.stageEntry != entry.key_:
+            replace_row(instance, place, stageEntry=entry.key_, cohortStage=entry.name)
             record(instance, ctx, "subworkflowAdopted", activity=activity,
                    instanceRef=row.ref.to_json(), rowKey=key)
     fresh = [(key, value) for key, value in rows if key not in live]
@@ -279,15 +281,19 @@ def register(instance: Instance, ctx: PlanContext, seed: ChildSeed, child: Insta
         "cohortStage": seed.stage, "rowKey": seed.row_key,
         "ref": {"id": ctx.gdr(child.id_), "type": INSTANCE_TYPE}, "spawnedAt": ctx.now_iso,
     })
-    row.observed = ObservedChild(status=status, stage=stage, at=ctx.now_iso)
+    changes: dict[str, Any] = {
+        "observed": ObservedChild(status=status, stage=stage, at=ctx.now_iso)}
     if seed.seeded:
-        row.seed = SpawnSeed(version=int(seed.definition_doc.get("version", 1)),
-                             fields=seed.inputs, context=seed.context)
+        changes["seed"] = SpawnSeed(version=int(seed.definition_doc.get("version", 1)),
+                                    fields=seed.inputs, context=seed.context)
+    if child.terminal:
+        changes["resolved"] = ResolvedRow(at=child.completedAt or ctx.now_iso,
+                                          stage=child.currentStage,
+                                          aborted=True if child.abortedAt else None)
+    row = row.model_copy(update=changes)
     instance.subworkflows.append(row)
     record(instance, ctx, "spawned", activity=seed.activity, instanceRef=row.ref.to_json(),
            rowKey=seed.row_key, actor=ctx.actor.to_json())
     if child.terminal:
-        row.resolved = ResolvedRow(at=child.completedAt or ctx.now_iso, stage=child.currentStage,
-                                   aborted=True if child.abortedAt else None)
         record(instance, ctx, "subworkflowResolved", activity=seed.activity,
                instanceRef=row.ref.to_json(), status=status)

@@ -17,6 +17,7 @@ from kinflow.core.conditions import Outcome, Renderer
 from kinflow.core.context import PlanContext
 from kinflow.core.fields import materialise
 from kinflow.core.history import record
+from kinflow.core.rows import replace_row
 from kinflow.core.state import (
     AbortPending,
     ActivityEntry,
@@ -114,13 +115,13 @@ def condemn_on_exit(
         for action in activity.actions or []
         if action.spawn is not None and action.spawn.onExit == "abort"
     }
-    for row in instance.subworkflows:
+    for index, row in enumerate(instance.subworkflows):
         if (row.activity, row.action) not in rules or row.stageEntry != exited.key_:
             continue
         if row.resolved is not None or row.abortPending is not None:
             continue
-        row.abortPending = AbortPending(
+        replace_row(instance, index, abortPending=AbortPending(
             at=ctx.now_iso,
             reason=f'stage "{exited.name}" exited with the child still live (onExit: "abort" '
             f'on action "{row.action}" of activity "{row.activity}")',
-        )
+        ))

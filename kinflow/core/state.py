@@ -133,7 +133,15 @@ class SpawnSeed(Part):
 
 
 class SubworkflowEntry(Part):
-    """One row of the workflow-scope registry (§3.5) plus what ``$subworkflows`` reads."""
+    """One row of the workflow-scope registry (§3.5) plus what ``$subworkflows`` reads.
+
+    Frozen: a parent's rows are shared between the process's cache of the
+    parent and every plan made from it, so a plan changes a row only by
+    replacing it (``rows.replace_row``), and the shell writes exactly the rows
+    that are new objects (``rows.changed_rows``).
+    """
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
 
     key_: str = Field(alias="_key")
     activity: str
@@ -241,6 +249,9 @@ class Instance(Part):
     effectHistory: list[EffectRun] = Field(default_factory=list)
     history: list[dict[str, Any]] = Field(default_factory=list)
     processedRequests: list[ProcessedRequest] = Field(default_factory=list)
+    # where the registry lives (core/rows.py): rows and their history entries are
+    # documents of their own; the instance keeps how many there are
+    rowCount: int | None = None  # registry rows stored beside the instance
     startedAt: str
     lastChangedAt: str
     completedAt: str | None = None
@@ -300,12 +311,39 @@ class Instance(Part):
     def parent_ref(self) -> Ref | None:
         return self.ancestors[-1] if self.ancestors else None
 
+    def stored_json(self) -> dict[str, Any]:
+        """The instance document's own state: without the registry rows (stored
+        beside it, core/rows.py) and without the history, which only grows and is
+        written by appending (``inline_history``)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True,
+                               exclude={"subworkflows", "history"})
+
     def to_document(self) -> dict[str, Any]:
-        """The stored JSON, without the lake's system fields (the lake stamps those)."""
-        doc = self.to_json()
+        """The stored document, without the lake's system fields (the lake stamps those):
+        its own state and the history entries not stored on a registry row."""
+        doc = self.stored_json()
+        doc["history"] = inline_history(self.history)
         for key in ("_rev", "_createdAt", "_updatedAt"):
             doc.pop(key, None)
         return doc
+
+
+ROW_HISTORY = frozenset({"spawned", "subworkflowResolved"})
+"""History entry types stored on the registry row they name (by ``instanceRef``)."""
+
+
+def row_of_entry(entry: dict[str, Any]) -> str | None:
+    """The child id of the row a history entry is stored on, else ``None`` (inline)."""
+    if entry.get("_type") not in ROW_HISTORY:
+        return None
+    ref = entry.get("instanceRef")
+    uri = ref.get("id") if isinstance(ref, dict) else None
+    return uri.split(":", 2)[-1] if isinstance(uri, str) else None
+
+
+def inline_history(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The history entries an instance document keeps (those not on a row)."""
+    return [entry for entry in history if row_of_entry(entry) is None]
 
 
 def parse_instance(document: dict[str, Any]) -> Instance:

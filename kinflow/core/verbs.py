@@ -42,6 +42,7 @@ from kinflow.core.ledger import is_replay, remember
 from kinflow.core.mutation import Mutation
 from kinflow.core.ops import OpSource, apply_op, set_activity_status
 from kinflow.core.readmodel import status_of
+from kinflow.core.rows import replace_row
 from kinflow.core.stages import move, prime
 from kinflow.core.state import TERMINAL_ACTIVITY, AbortPending, Instance
 from kinflow.define import sites
@@ -324,9 +325,10 @@ def plan_abort(state: Instance, verb: AbortInstance, ctx: PlanContext) -> Mutati
     entry = m.open_entry()
     if entry is not None:
         entry.exitedAt = ctx.now_iso
-    for row in m.subworkflows:
+    for index, row in enumerate(m.subworkflows):
         if row.resolved is None and row.abortPending is None:
-            row.abortPending = AbortPending(at=ctx.now_iso, reason="parent instance aborted")
+            replace_row(m, index, abortPending=AbortPending(at=ctx.now_iso,
+                                                            reason="parent instance aborted"))
     fx.cancel_all(m, ctx)
     record(m, ctx, "aborted", stage=m.currentStage, reason=verb.reason,
            actor=ctx.actor.to_json())

@@ -282,7 +282,13 @@ class Engine:
     # ------------------------------------------------------------ reads
 
     async def get_instance(self, instance_id: str) -> Instance:
+        """The instance as readers see it (registry rows and whole history included)."""
         return await self.reads.instance(instance_id)
+
+    async def assemble(self, document: dict[str, Any]) -> dict[str, Any]:
+        """A stored instance document as readers see it: its registry rows and whole
+        history put back from their own documents (memoised by ``_rev``)."""
+        return await self.transact.rows.assemble(document)
 
     async def available_actions(self, instance_id: str, *, actor: Actor | None = None
                                 ) -> list[Verdict]:

@@ -69,8 +69,9 @@ class Materialiser:
                     t.faults.check("mid-materialise")
                 await self.insert(documents[start:start + size])
             try:
-                await t.lake.update(parent_id, {"$unset": {"materialising": "",
-                                                           "subworkflows.$[].seed": ""}},
+                # rows keep their seeds: they are read only while ``materialising``
+                # is set, and clearing them would rewrite every row of the cohort
+                await t.lake.update(parent_id, {"$unset": {"materialising": ""}},
                                     dataset=t.dataset, now=t.clock())
             except RevisionConflict:  # the parent vanished; nothing to mark
                 pass

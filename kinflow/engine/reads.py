@@ -96,10 +96,11 @@ class Reader:
         return found
 
     async def instance(self, instance_id: str) -> Instance:
+        """The instance as readers see it: its registry rows and whole history included."""
         document = await self.transact.lake.get(instance_id, dataset=self.transact.dataset)
         if document is None or document.get("_type") != INSTANCE_TYPE:
             raise InstanceNotFound(f"no instance {instance_id!r}", instanceId=instance_id)
-        return parse_instance(document)
+        return parse_instance(await self.transact.rows.assemble(document))
 
     async def verdicts(self, instance: Instance, actor: Actor) -> list[Verdict]:
         """One verdict per action of the current stage, reading the lake as the gates ask."""

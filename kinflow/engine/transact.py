@@ -9,7 +9,8 @@ Every commit has the same shape:
    it inside the same transaction and plan again from scratch;
 3. write the mutation with that same moment: insert a new instance; else the
    diff (``patch.diff``) applied with ``Lake.update`` fenced on the loaded
-   ``_rev``; a whole replace only when there is no ``before``; the children a
+   ``_rev``; a whole replace only when there is no ``before``; the registry
+   row documents the plan added or changed (``engine/rowstore.py``); the children a
    spawn planned (up to ``limits.spawn_txn``) and the honoured propagation
    stamps go in the same transaction;
 4. a conflict anywhere (write conflict, fence miss) re-runs the whole
@@ -43,10 +44,11 @@ from kinflow.core.context import (
 )
 from kinflow.core.errors import InstanceNotFound, PlanReadLimit
 from kinflow.core.mutation import Mutation
-from kinflow.core.state import INSTANCE_TYPE, Instance, parse_instance
+from kinflow.core.state import INSTANCE_TYPE, Instance, inline_history, parse_instance
 from kinflow.engine import ids, sizes
 from kinflow.engine.faults import Faults
 from kinflow.engine.indexes import INSTANCES
+from kinflow.engine.rowstore import RowStore
 from kinflow.gdr import to_gdr
 from kinflow.storage.lake import Lake
 from kinflow.timestamps import iso
@@ -73,6 +75,24 @@ def _heavy_document(document: dict[str, Any]) -> bool:
     rows, history = document.get("subworkflows"), document.get("history")
     return (len(rows) if isinstance(rows, list) else 0) + (
         len(history) if isinstance(history, list) else 0) > HEAVY_PARTS
+
+
+def targeted_update(mutation: Mutation, document: dict[str, Any]
+                    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The update turning the loaded document into ``document``: the diff of the
+    instance's own state, the new inline history entries appended."""
+    assert mutation.before is not None
+    own = {key: value for key, value in document.items() if key != "history"}
+    update, filters = patching.diff(mutation.before, own)
+    appended = inline_history(mutation.history)
+    if appended:
+        update.setdefault("$push", {})["history"] = {"$each": appended}
+    if mutation.rows and not update:  # a row written gives its parent a new _rev too
+        update["$set"] = {"rowCount": len(mutation.instance.subworkflows)}
+    if mutation.rows.inserts and not mutation.before.get("rowCount"):
+        # the first rows stored beside it: drop rows an older engine kept inline
+        update.setdefault("$unset", {})["subworkflows"] = ""
+    return update, filters
 
 
 @dataclass(slots=True)
@@ -102,6 +122,7 @@ class Transactor:
         # the last committed state of a few heavy instances: a round on a cohort
         # parent then reads only its _rev instead of reading and parsing megabytes
         self.kept: OrderedDict[str, Instance] = OrderedDict()
+        self.rows = RowStore(lake, dataset)
 
     async def commit(
         self,
@@ -127,6 +148,8 @@ class Transactor:
                     await self.write(mutation, None, session, now)
                     return mutation
                 state = parse_instance(existing)
+                if state.rowCount:
+                    await self.rows.attach(state, session)
             else:
                 state = await self.load(instance_id, session)
             if gather is not None:
@@ -165,9 +188,16 @@ class Transactor:
             raise InstanceNotFound(f"no instance {instance_id!r}", instanceId=instance_id)
         if _heavy_document(document):
             state = await asyncio.to_thread(parse_instance, document)
+        else:
+            state = parse_instance(document)
+        if state.rowCount:
+            # its registry rows, read in this transaction's snapshot; a parent is kept
+            # parsed so its next commit reads only its _rev
+            await self.rows.attach(state, session)
             self.keep(state)
-            return state
-        return parse_instance(document)
+        elif heavy(state):
+            self.keep(state)
+        return state
 
     def keep(self, state: Instance) -> None:
         self.kept[state.id_] = state
@@ -267,11 +297,7 @@ class Transactor:
             self._stored(mutation.instance, stored)
         elif mutation.before is not None and expected_rev is not None:
             # targeted: only what changed (a cohort parent is never rewritten whole)
-            if is_heavy:
-                update, filters = await asyncio.to_thread(patching.diff, mutation.before,
-                                                          document)
-            else:
-                update, filters = patching.diff(mutation.before, document)
+            update, filters = targeted_update(mutation, document)
             sizes.check_write(mutation, document, update)
             if update:
                 mutation.instance.rev_ = await self.lake.update(
@@ -279,13 +305,15 @@ class Transactor:
                     dataset=self.dataset, session=session, array_filters=filters or None,
                     now=now)
                 mutation.instance.updatedAt_ = iso(now)
-                if is_heavy:  # reused only if this transaction commits (its _rev then exists)
-                    self.keep(mutation.instance)
+                if is_heavy or mutation.instance.rowCount:
+                    self.keep(mutation.instance)  # reused only if this commits (its _rev)
         else:
             sizes.check_write(mutation, document, None)
             stored = await self.lake.replace(document, expected_rev=expected_rev,
                                              dataset=self.dataset, session=session, now=now)
             self._stored(mutation.instance, stored)
+        if mutation.rows:
+            await self.rows.write(mutation.rows, session, now)
         if mutation.creates:
             await self.lake.create_many(mutation.creates[:self.limits.spawn_txn],
                                         dataset=self.dataset, session=session, now=now)

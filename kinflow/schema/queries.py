@@ -140,6 +140,8 @@ class Query:
         parent = await info.context.loaders.instance(check_document_id(parent_id))
         if parent is None:
             raise InstanceNotFound(f"no instance {parent_id!r}", instanceId=parent_id)
+        engine = await info.context.services.engine_over(parent.get("dataset"))
+        parent = await engine.assemble(parent)
         every = registry_rows(parent)
         await check_activity(info.context.loaders, parent, activity, every)
         rows = cohort_rows(every, activity, action, current_only)

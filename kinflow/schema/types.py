@@ -219,14 +219,21 @@ class WorkflowInstance:
             for s in self.doc.get("stages") or []
         ]  # fmt: skip
 
+    async def assembled(self, info: KInfo) -> Doc:
+        """This instance with its registry rows and whole history (read only when asked)."""
+        engine = await info.context.services.engine_over(self.doc.get("dataset"))
+        return await engine.assemble(self.doc)
+
     @strawberry.field
-    def subworkflows(
+    async def subworkflows(
         self,
+        info: KInfo,
         activity: str | None = None,
         current_only: bool | None = None,
         status: ChildStatus | None = None,
     ) -> list[Subworkflow]:
-        rows = select(registry_rows(self.doc), activity=activity, current_only=current_only,
+        doc = await self.assembled(info)
+        rows = select(registry_rows(doc), activity=activity, current_only=current_only,
                       status=status.value if status else None)  # fmt: skip
         return [Subworkflow(row=r) for r in rows]
 
@@ -257,8 +264,8 @@ class WorkflowInstance:
     @strawberry.field
     async def available_actions(self, info: KInfo) -> list[ActionVerdict]:
         engine = await info.context.services.engine_over(self.doc.get("dataset"))
-        verdicts = await engine.available_actions_for(parse_instance(self.doc),
-                                                      actor=info.context.actor)  # fmt: skip
+        instance = parse_instance(await engine.assemble(self.doc))
+        verdicts = await engine.available_actions_for(instance, actor=info.context.actor)
         return [
             ActionVerdict(activity=v.activity, action=v.action, enabled=v.enabled,
                           reason=v.reason, params=jsonable(v.params))
@@ -274,8 +281,8 @@ class WorkflowInstance:
         ]  # fmt: skip
 
     @strawberry.field
-    def history(self, last: int | None = 50) -> list[HistoryEntry]:
-        rows = list(self.doc.get("history") or [])
+    async def history(self, info: KInfo, last: int | None = 50) -> list[HistoryEntry]:
+        rows = list((await self.assembled(info)).get("history") or [])
         if last is not None:
             rows = rows[-last:] if last > 0 else []
         return [

@@ -1,9 +1,9 @@
 """A parent with a cohort of children, laid out the way the engine's spawn stores them.
 
-Spawning lands in a later engine issue; until then these tests build the
-registry rows (engine-model §3.5) and the children's ``ancestors`` with
-direct lake writes, start and drive every instance through the API, and
-stamp rows the way propagation will.
+These tests build the registry rows (engine-model §3.5, stored as row
+documents beside the dataset: core/rows.py) and the children's ``ancestors``
+with direct lake writes, start and drive every instance through the API, and
+stamp rows the way propagation does.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from typing import Any
 from pymongo import MongoClient
 from starlette.testclient import TestClient
 
+from kinflow.core.rows import ROW_TYPE, assemble
+from kinflow.storage.database import side_name
 from tests.api.conftest import data, gql
 from tests.engine.definitions import simple
 
@@ -63,20 +65,32 @@ def build_family(client: TestClient, lake_uri: str, database: str, parent: str,
     for child in children:
         coll.update_one({"_id": child}, {"$set": {
             "ancestors": [{"id": gdr(parent), "type": "kinflow.instance"}]}})
-    coll.update_one({"_id": parent}, {"$push": {"subworkflows": {"$each": rows}},
-                                      "$set": {"_rev": uuid.uuid4().hex[:16]}})
+    raw[database][side_name("production", "rows")].insert_many([
+        {**row, "_id": child, "_type": ROW_TYPE, "parent": parent, "seq": seq, "history": []}
+        for seq, (row, child) in enumerate(zip(rows, children, strict=True))])
+    coll.update_one({"_id": parent}, {"$set": {"rowCount": len(rows),
+                                               "_rev": uuid.uuid4().hex[:16]}})
     raw.close()
     return children
 
 
+def stored_parent(lake_uri: str, database: str, parent: str) -> dict[str, Any]:
+    """The parent as readers see it, straight from the lake: its document and its rows."""
+    raw: MongoClient[dict[str, Any]] = MongoClient(lake_uri)
+    doc = raw[database]["production"].find_one({"_id": parent})
+    rows = list(raw[database][side_name("production", "rows")].find({"parent": parent}))
+    raw.close()
+    assert doc is not None
+    return assemble(doc, rows)
+
+
 def stamp(lake_uri: str, database: str, parent: str, row_key: str, update: dict[str, Any]
           ) -> None:
-    """Set fields of one registry row, as propagation and condemnation do (new ``_rev``)."""
+    """Set fields of one registry row, as propagation and condemnation do (the row's
+    document, and a new ``_rev`` on the parent)."""
     raw: MongoClient[dict[str, Any]] = MongoClient(lake_uri)
-    fields = {f"subworkflows.$[row].{k}": v for k, v in update.items()}
+    raw[database][side_name("production", "rows")].update_one(
+        {"parent": parent, "_key": row_key}, {"$set": update})
     raw[database]["production"].update_one(
-        {"_id": parent},
-        {"$set": {**fields, "_rev": uuid.uuid4().hex[:16]}},
-        array_filters=[{"row._key": row_key}],
-    )
+        {"_id": parent}, {"$set": {"_rev": uuid.uuid4().hex[:16]}})
     raw.close()

@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 from kinflow.core.registry import subworkflow_rows
 from kinflow.core.state import parse_instance
 from tests.api.conftest import data, gql
-from tests.api.families import build_family, stamp
+from tests.api.families import build_family, stamp, stored_parent
 from tests.api.test_mutations import KITCHEN, deploy, fire, start
 
 pytestmark = pytest.mark.lake
@@ -183,13 +183,7 @@ def test_cohort_changed_and_the_cohort_query_agree_with_the_engine(
         spawnedAt condemned abortReason resolvedAt childId child { id } } } }"""))["cohort"]
     view = data(gql(client, """{ instance(id: "p-3") { subworkflows { rowKey status }
         done: subworkflows(status: DONE) { rowKey } } }"""))["instance"]  # fmt: skip
-    from pymongo import MongoClient
-
-    raw: MongoClient[dict[str, Any]] = MongoClient(lake_uri)
-    parent = raw[database]["production"].find_one({"_id": "p-3"})
-    raw.close()
-    assert parent is not None
-    instance = parse_instance(parent)
+    instance = parse_instance(stored_parent(lake_uri, database, "p-3"))
     engine_rows = subworkflow_rows(instance, instance.open_entry())
     assert [(r["rowKey"], r["status"].upper(), r["stage"], r["current"], r["_id"])
             for r in engine_rows] == [

@@ -14,9 +14,14 @@ def groq(query: str) -> object:
 
 
 def child_of(parent: str, row_key: str) -> str:
-    ids = groq(f"*[_id == '{parent}'][0].subworkflows[rowKey == '{row_key}'].ref.id")
+    """The child of ``parent`` spawned for ``row_key`` (a locale, or an article's id its
+    ``article`` field references): registry rows are not instance fields, children are
+    instances that name their parent."""
+    ids = groq(f"*[_type == 'kinflow.instance' && parentInstance == '{parent}' && "
+               f"('{row_key}' in fields[].value || "
+               f"'lake:production:{row_key}' in fields[].value.id)]._id")
     assert isinstance(ids, list) and len(ids) == 1, ids
-    return str(ids[0]).rsplit(":", 1)[-1]
+    return str(ids[0])
 
 
 def test_inspect_draws_the_release_tree(cli_env: str) -> None:

@@ -10,7 +10,7 @@ from kinflow.engine import Engine
 
 async def all_instances(engine: Engine) -> dict[str, Instance]:
     docs = await engine.lake.find({"_type": "kinflow.instance"})
-    return {str(d["_id"]): parse_instance(d) for d in docs}
+    return {str(d["_id"]): parse_instance(await engine.assemble(d)) for d in docs}
 
 
 async def assert_repaired(engine: Engine) -> dict[str, Instance]:

@@ -42,7 +42,7 @@ class Ledger:
 
     async def check(self, engine: Engine, rng: random.Random, sample: int = 8) -> None:
         docs = await engine.lake.find({"_type": "kinflow.instance"})
-        instances = {str(d["_id"]): parse_instance(d) for d in docs}
+        instances = {str(d["_id"]): parse_instance(await engine.assemble(d)) for d in docs}
         self._registries(instances)
         self._children(instances)
         self._hints_and_gates(instances)
