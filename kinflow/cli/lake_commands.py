@@ -12,8 +12,10 @@ from rich.table import Table
 
 from kinflow.cli.console import out, run
 from kinflow.cli.inputs import read_ndjson
+from kinflow.engine.rowstore import ROW_INDEXES, ROWS
 from kinflow.settings import Settings
 from kinflow.storage import Lake, open_lake
+from kinflow.storage.database import side_name
 
 lake_app = typer.Typer(no_args_is_help=True, help="Inspect, export and import the lake.")
 
@@ -53,18 +55,26 @@ def status() -> None:
     out.print(table)
 
 
+SIDE_KEY = "_side"
+"""Marks an exported line that belongs to a side collection of the dataset (its
+registry rows, core/rows.py): an export is the dataset and its rows, in one file."""
+
+
 async def _export(dataset: str, path: Path) -> int:
     connection = await open_lake(Settings())
     try:
         lake: Lake = connection.lake
-        total = await lake.count({}, dataset=dataset)
+        rows = side_name(dataset, ROWS)
+        total = await lake.count({}, dataset=dataset) + await lake.count({}, dataset=rows)
         written = 0
         with path.open("w") as handle, Progress(transient=True) as progress:
             task = progress.add_task(f"exporting {dataset}", total=total)
-            async for doc in lake.collection(dataset).find({}).sort("_id", 1):
-                handle.write(json.dumps(doc, default=str, sort_keys=True) + "\n")
-                written += 1
-                progress.advance(task)
+            for name, mark in ((dataset, {}), (rows, {SIDE_KEY: ROWS})):
+                async for doc in lake.collection(name).find({}).sort("_id", 1):
+                    handle.write(json.dumps({**doc, **mark}, default=str, sort_keys=True)
+                                 + "\n")
+                    written += 1
+                    progress.advance(task)
         return written
     finally:
         await connection.close()
@@ -76,10 +86,14 @@ async def _import(dataset: str, path: Path) -> int:
     try:
         lake = connection.lake
         await lake.ensure_dataset(dataset)
+        await lake.declare_indexes(ROW_INDEXES, kind=ROWS)
+        await lake.ensure_dataset(side_name(dataset, ROWS))
         with Progress(transient=True) as progress:
             task = progress.add_task(f"importing into {dataset}", total=len(docs))
             for doc in docs:
-                await lake.replace(doc, expected_rev=None, dataset=dataset)
+                side = doc.pop(SIDE_KEY, None)
+                target = side_name(dataset, ROWS) if side == ROWS else dataset
+                await lake.replace(doc, expected_rev=None, dataset=target)
                 progress.advance(task)
         return len(docs)
     finally:
@@ -88,7 +102,7 @@ async def _import(dataset: str, path: Path) -> int:
 
 @lake_app.command("export")
 def export(dataset: str, file: Path) -> None:
-    """Write every document of DATASET to FILE as NDJSON."""
+    """Write every document of DATASET, and its registry rows, to FILE as NDJSON."""
     count = run(lambda: _export(dataset, file))
     out.print(f"exported {count:,} documents from {dataset} to {file}")
 

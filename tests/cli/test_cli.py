@@ -107,6 +107,29 @@ def test_lake_status_export_import(cli_env: str, tmp_path: Path) -> None:
     refused(["lake", "import", "production", str(bad)], "invalid-input")
 
 
+def test_an_export_carries_the_registry_rows_and_restores_them(
+        cli_env: str, tmp_path: Path) -> None:
+    """Rows are documents beside the dataset (core/rows.py): a backup without them would
+    restore parents that lost their children."""
+    assert invoke("lake", "import", "production",
+                  str(EXAMPLES / "content" / "articles.ndjson"))[0] == 0
+    assert invoke("deploy", str(EXAMPLES / "definitions"))[0] == 0
+    status, output = invoke("start", "release", "--field", "subject=release-2026-12")
+    assert status == 0, output
+    release = instance_id(output)
+    target = tmp_path / "backup.ndjson"
+    status, output = invoke("lake", "export", "production", str(target))
+    assert status == 0, output
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    rows = [d for d in lines if d.get("_side") == "rows"]
+    # three reviews under the release, six translations under the reviews
+    assert sum(1 for r in rows if r["parent"] == release) == 3 and len(rows) == 9
+    status, output = invoke("lake", "import", "restored", str(target))
+    assert status == 0 and f"imported {len(lines)} documents" in output, output
+    status, copy = invoke("lake", "status")
+    assert status == 0 and "restored.rows" in copy and "kinflow.subworkflow" in copy, copy
+
+
 def test_unreachable_server_is_a_typed_refusal(cli_env: str) -> None:
     refused(["inspect", "instance.x", "--url", "http://127.0.0.1:9"], "server-unreachable")
     refused(
