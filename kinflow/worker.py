@@ -81,6 +81,7 @@ class PassReport:
     failed: list[tuple[str, str, str]] = field(default_factory=list)
     parked: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, item, code)
     purged: PurgeCounts | None = None  # what retention did, when it ran this pass
+    reaped: int = 0  # dead processes whose open transactions this pass ended
 
     def of(self, kind: str) -> list[str]:
         return [item for k, item in self.processed if k == kind]
@@ -164,6 +165,7 @@ class Worker:
         await self.ensure_ready()
         report = PassReport()
         deadline = asyncio.get_running_loop().time() + self.pass_seconds
+        await self._end_dead_sessions(report)
         now = self.engine.clock()
         # system fields are stamped by the lake's wall clock, not the engine's
         stale = iso(datetime.now(UTC) - timedelta(seconds=self.grace_seconds))
@@ -202,6 +204,15 @@ class Worker:
                     break
         await self._retention(report, now)
         return report
+
+    async def _end_dead_sessions(self, report: PassReport) -> None:
+        """End the transactions a killed process left open (they block its instances)."""
+        if self.lake.sessions is None:
+            return
+        try:
+            report.reaped = await self.lake.sessions.reap()
+        except Exception as exc:  # the pass goes on; the server reaps them in time anyway
+            log.warning("could not reap dead sessions: %s", exc)
 
     async def _retention(self, report: PassReport, now: datetime) -> None:
         """Purge the families whose retention ran out, if it is time (one worker at a time)."""

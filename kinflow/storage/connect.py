@@ -22,6 +22,7 @@ from kinflow.storage.indexes import content_indexes
 from kinflow.storage.keeper import LakeKeeper
 from kinflow.storage.lake import Lake
 from kinflow.storage.memory_guard import MemoryGuard, cache_mib_for
+from kinflow.storage.sessions import SessionLedger
 
 
 @dataclass
@@ -40,6 +41,8 @@ class LakeConnection:
             await self.guard.stop()
         if self.keeper is not None:
             await self.keeper.stop()
+        if self.lake.sessions is not None:
+            await self.lake.sessions.close()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(2.0):  # it ends sessions: a dead lake never answers
                 await self.lake.close()
@@ -79,6 +82,7 @@ async def open_lake(settings: Settings, *, database: str | None = None) -> LakeC
         transaction_attempts=settings.transaction_attempts,
     )
     lake.indexes.extend(content_indexes(settings.content_indexes))
+    lake.sessions = SessionLedger(lake)  # a survivor can end our transactions if we die
     try:
         await lake.ensure_dataset()
     except BaseException as exc:

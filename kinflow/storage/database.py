@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from pymongo.asynchronous.collection import AsyncCollection
     from pymongo.asynchronous.database import AsyncDatabase
 
+    from kinflow.storage.sessions import SessionLedger
+
 T = TypeVar("T")
 Document = dict[str, Any]
 SIDE_KINDS = frozenset({"rows", "engine"})
@@ -90,6 +92,7 @@ class LakeDatabase:
     transaction_attempts: int = 12
     indexes: list[IndexSpec] = field(default_factory=lambda: list(BASE_INDEXES))
     side_indexes: dict[str, list[IndexSpec]] = field(default_factory=dict)
+    sessions: SessionLedger | None = None  # set by open_lake: see kinflow.storage.sessions
     _ready: set[str] = field(default_factory=set, repr=False)
 
     # -- datasets --------------------------------------------------------
@@ -195,6 +198,7 @@ class LakeDatabase:
                 attempts=attempts or self.transaction_attempts,
                 deadline=self.operation_timeout,
                 on_retry=on_retry,
+                on_session=self.sessions.note if self.sessions is not None else None,
             )
         except PyMongoError as exc:
             refusal = unavailable(exc, verb)

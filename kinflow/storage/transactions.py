@@ -62,8 +62,13 @@ async def run_transaction(
     attempts: int = 12,
     deadline: float = 30.0,
     on_retry: Callable[[int, BaseException], None] | None = None,
+    on_session: Callable[[AsyncClientSession], Awaitable[None]] | None = None,
 ) -> T:
-    """Run ``callback(session)`` inside a transaction; return its result after commit."""
+    """Run ``callback(session)`` inside a transaction; return its result after commit.
+
+    ``on_session`` sees each session before its transaction starts (the session
+    ledger records it, so a survivor can end the transaction should we die).
+    """
     last: BaseException | None = None
     loop = asyncio.get_running_loop()
     end = loop.time() + deadline
@@ -75,6 +80,8 @@ async def run_transaction(
         try:
             with pymongo.timeout(left):
                 async with client.start_session() as session:
+                    if on_session is not None:
+                        await on_session(session)
                     await session.start_transaction()
                     try:
                         result = await callback(session)
