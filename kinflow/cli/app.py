@@ -16,6 +16,7 @@ from kinflow.cli.console import err, out, run, run_sync_parse
 from kinflow.cli.help import plain_help
 from kinflow.cli.inputs import load_definitions, parse_pairs
 from kinflow.cli.lake_commands import lake_app
+from kinflow.cli.parked import parked_views
 from kinflow.cli.purge import purge
 from kinflow.cli.render import build_tree, print_result
 from kinflow.settings import Settings
@@ -266,6 +267,10 @@ def inspect(
             found = await backend.instances(ids)
             children.update(found)
             level = list(found.values())
+        parked = await parked_views(backend, [str(root["id"]), *children])
+        for view in (root, *children.values()):
+            if str(view["id"]) in parked:
+                view["parked"] = parked[str(view["id"])]
         return root, children
 
     root, children = with_backend(url, token, work)

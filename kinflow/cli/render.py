@@ -38,7 +38,16 @@ def instance_label(view: Mapping[str, Any]) -> str:
     return (
         f"[bold]{view['id']}[/bold]  {view['definition']} v{view['version']}  "
         f"{styled(view['status'])}  stage [cyan]{view['currentStage']}[/cyan]"
+        + _parked(view.get("parked"))
     )
+
+
+def _parked(parked: Any) -> str:
+    """The heartbeat parked it: why, and until when (``kinflow tick`` un-parks it)."""
+    if not isinstance(parked, Mapping):
+        return ""
+    return (f"  [red]parked: {parked.get('code')} until {parked.get('until')} "
+            f"({parked.get('failures')} failures; tick to retry)[/red]")
 
 
 def build_tree(

@@ -86,6 +86,14 @@ class Parking:
                                     limit=PARKED_LIMIT)
         return {p.instance: p for p in map(Parked.of, docs)}
 
+    async def listed(self, ids: list[str] | None = None, limit: int = 100) -> list[Parked]:
+        """Parked instances, most recently parked first; ``ids`` narrows to those."""
+        query: dict[str, Any] = {"_type": PARKED_TYPE}
+        if ids is not None:
+            query["_id"] = {"$in": [parked_id(i) for i in ids]}
+        docs = await self.lake.find(query, dataset=self.collection, limit=limit)
+        return sorted(map(Parked.of, docs), key=lambda p: p.parked_at, reverse=True)
+
     async def get(self, instance_id: str) -> Parked | None:
         doc = await self.lake.get(parked_id(instance_id), dataset=self.collection)
         return Parked.of(doc) if doc else None

@@ -19,6 +19,7 @@ from kinflow.schema.caching import caching_extensions
 from kinflow.schema.errors import ErrorShaping
 from kinflow.schema.limits import limit_extensions
 from kinflow.schema.mutations import Mutation
+from kinflow.schema.parking import ParkingQuery
 from kinflow.schema.purge import PurgeMutation
 from kinflow.schema.queries import Query
 from kinflow.schema.scalars import SCALAR_MAP
@@ -43,7 +44,7 @@ class KinflowSchema(strawberry.Schema):
 def build_schema(settings: Settings | None = None) -> KinflowSchema:
     settings = settings or Settings()
     return KinflowSchema(
-        query=Query,
+        query=merge_types("Query", (Query, ParkingQuery)),
         mutation=merge_types("Mutation", (Mutation, PurgeMutation)),
         subscription=Subscription,
         extensions=[*limit_extensions(settings), ErrorShaping, *caching_extensions()],
