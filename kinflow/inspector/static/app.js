@@ -9,6 +9,7 @@
 import { clientFor, GraphQLError, tokenStore } from "./gql.js";
 import { coalesce, fill, h, when } from "./dom.js";
 import { VirtualList } from "./vlist.js";
+import { PARKED_QUERY, parkedList, parkedNotice, TICK_MUTATION } from "./parked.js";
 
 // ---- operations ---------------------------------------------------------
 
@@ -63,6 +64,7 @@ const state = {
   selected: null, // {id, instance, error, form}
   expanded: new Map(), // childId -> {rows: Map, order: [], status, unsub}
   subs: { list: null, focus: [], selected: null },
+  parked: [], // what the heartbeat parked (parkedInstances), most recent first
 };
 
 const el = {};
@@ -682,8 +684,9 @@ const scheduleTree = coalesce(renderTree);
 async function openSelected(id) {
   if (state.selected && state.selected.id === id && !state.selected.error) return;
   if (state.subs.selected) state.subs.selected();
-  const selected = { id, instance: null, error: null, form: null, busy: false, note: "" };
+  const selected = { id, instance: null, error: null, form: null, busy: false, note: "", parked: null };
   state.selected = selected;
+  loadSelectedParking(selected);
   renderDetail();
   scheduleTree();
   state.subs.selected = client.subscribe(Q.watchInstance, { id }, {
@@ -914,6 +917,7 @@ function renderDetail() {
         badge(instance.status),
         h("span.stage-name", { dataset: { stage: instance.currentStage } }, "stage ", h("strong", instance.currentStage)),
         h("span.mono.dim", instance.id)),
+      parkedNotice(selected.parked, () => tickNow(selected)),
       h("div.nav",
         isFocus ? null : h("button", { type: "button", onclick: () => go(instance.id) }, "Show its family tree"),
         instance.parent
@@ -972,6 +976,38 @@ async function useToken(token) {
   await start();
 }
 
+// ---- parked instances ---------------------------------------------------
+
+async function loadParked() {
+  try {
+    state.parked = (await client.request(PARKED_QUERY, { ids: null })).parkedInstances;
+  } catch (error) {
+    showError(error, "parked instances");
+  }
+  fill(el.parked, parkedList(state.parked, (id) => go(id)));
+  el.parkedBox.hidden = state.parked.length === 0;
+}
+
+async function loadSelectedParking(selected) {
+  try {
+    const found = (await client.request(PARKED_QUERY, { ids: [selected.id] })).parkedInstances;
+    selected.parked = found[0] || null;
+  } catch (error) {
+    showError(error, `parking of ${selected.id}`);
+  }
+  if (state.selected === selected) scheduleDetail();
+}
+
+async function tickNow(selected) {
+  try {
+    await client.request(TICK_MUTATION, { id: selected.id });
+    selected.note = "ticked";
+  } catch (error) {
+    showError(error, `tick ${selected.id}`); // a tick un-parks even when it is refused again
+  }
+  await Promise.all([loadSelectedParking(selected), loadParked()]);
+}
+
 // ---- start --------------------------------------------------------------
 
 async function onRoute() {
@@ -1003,18 +1039,20 @@ async function start() {
     return;
   }
   await runSearch();
+  await loadParked();
   await onRoute();
 }
 
 function bind() {
   for (const id of ["conn", "connText", "errors", "tree", "detail", "results", "searchInfo", "more",
     "defSelect", "statusSelect", "rootsOnly", "searchForm", "openForm", "openId", "tokenButton", "tokenDialog",
-    "tokenForm", "tokenInput", "tokenReason", "tokenClear", "tokenCancel"]) {
+    "tokenForm", "tokenInput", "tokenReason", "tokenClear", "tokenCancel", "parked", "parkedBox"]) {
     el[id] = document.getElementById(id);
   }
   el.searchForm.addEventListener("submit", (event) => {
     event.preventDefault();
     runSearch();
+    loadParked();
   });
   el.more.addEventListener("click", () => runSearch(true));
   el.rootsOnly.addEventListener("change", () => runSearch());
