@@ -21,13 +21,19 @@ first fire), fires per second, per-fire p50 / p99, lake operations per child
 (the lake's ``serverStatus`` request counter over spawn + fires + completion,
 divided by N), parent writes over the cohort's life (change events on the
 parent document, read from the lake's change stream), errors, and whether
-every child's registry row in the parent document is stamped ``resolved``;
+every child's registry row (a document beside the parent) is stamped ``resolved``;
 then the parent document's size and the ratios time(N) / time(1,000).
 
 Each size gets a fresh server, stopped at the end (SIGTERM to its process
 group). Note the machine's load (``uptime``) beside any figure you keep.
 
-    python bench/cohort_api.py [--sizes 100,1000] [--callers 8]
+Profiling the fires (docs/performance.md, "What a child's fireAction costs"):
+``--py-spy DIR`` samples the server (and its lake daemon) with py-spy during
+the fire phase only and prints where the server's busy samples went
+(``_spy_summary``); ``--opcounters`` prints the lake's operations per fire
+by kind (query, update, command, ...) over the same phase.
+
+    python bench/cohort_api.py [--sizes 100,1000] [--callers 8] [--py-spy DIR] [--opcounters]
 """
 
 from __future__ import annotations
@@ -51,7 +57,8 @@ from typing import Any
 import bson
 import httpx
 from _cohort_definitions import CHILD, PARENT
-from _process import free_port, stop_group
+from _process import free_port, lake_pid, stop_group
+from _spy_summary import start_recording, stop_recording, summarise
 from pymongo import AsyncMongoClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,11 +136,68 @@ class Result:
     errors: Counter[str] = field(default_factory=Counter)
     stamped: int = 0
     parent_bytes: int = 0
+    fire_ops: Counter[str] = field(default_factory=Counter)
+    fire_cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds during the fires
 
     def quantile(self, q: float) -> float:
         if len(self.latencies) < 2:
             return self.latencies[0] if self.latencies else 0.0
         return statistics.quantiles(self.latencies, n=100)[int(q * 100) - 1]
+
+
+@dataclass
+class Profiling:
+    """What to record during the fire phase (nothing by default)."""
+
+    spy_dir: Path | None = None
+    opcounters: bool = False
+    server_pid: int | None = None
+    lake_pid: int | None = None
+    spies: list[tuple[subprocess.Popen[bytes], Path]] = field(default_factory=list)
+
+    def start(self, size: int) -> None:
+        if self.spy_dir is None:
+            return
+        for name, pid in (("api", self.server_pid), ("lake", self.lake_pid)):
+            if pid is not None:
+                out = self.spy_dir / f"fires-{size}-{name}.txt"
+                self.spies.append((start_recording(pid, out), out))
+
+    def stop(self, seconds: float) -> None:
+        for spy, out in self.spies:
+            stop_recording(spy)
+            if out.exists():
+                print(f"  py-spy {out.name} ({seconds:.1f} s of fires):")
+                print(summarise(out.read_text(), seconds=seconds, rate=100), flush=True)
+        self.spies.clear()
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds of a process so far (0 when it is gone)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds every core of the machine spent busy so far (/proc/stat)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + values[4]  # idle + iowait
+    return (sum(values[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_snapshot(profiling: Profiling) -> dict[str, float]:
+    return {"api": cpu_seconds(profiling.server_pid), "lake": cpu_seconds(profiling.lake_pid),
+            "bench": cpu_seconds(os.getpid()), "machine": machine_busy_seconds()}
+
+
+async def opcounters(lake: AsyncMongoClient[dict[str, Any]]) -> Counter[str]:
+    status = await lake.admin.command("serverStatus")
+    return Counter({k: int(v) for k, v in (status.get("opcounters") or {}).items()})
 
 
 async def lake_requests(lake: AsyncMongoClient[dict[str, Any]]) -> int:
@@ -161,7 +225,8 @@ async def count_parent_writes(lake: AsyncMongoClient[dict[str, Any]], parent_id:
             counter[0] += 1
 
 
-async def one_size(size: int, callers: int, extra: dict[str, str]) -> Result:
+async def one_size(size: int, callers: int, extra: dict[str, str],
+                   profiling: Profiling | None = None) -> Result:
     result = Result(size)
     with tempfile.TemporaryDirectory(prefix="kinflow-cohort-api-") as tmp:
         data_dir, port = Path(tmp), free_port()
@@ -172,15 +237,18 @@ async def one_size(size: int, callers: int, extra: dict[str, str]) -> Result:
                 lake_port = json.loads((data_dir / "lake.json").read_text())["port"]
                 lake: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
                     f"mongodb://127.0.0.1:{lake_port}/", directConnection=True)
+                profiling = profiling or Profiling()
+                profiling.server_pid = process.pid
+                profiling.lake_pid = lake_pid(data_dir)
                 try:
-                    await run_cohort(http, lake, result, callers)
+                    await run_cohort(http, lake, result, callers, profiling)
                 finally:
                     await lake.close()
     return result
 
 
 async def run_cohort(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, Any]],
-                     result: Result, callers: int) -> None:
+                     result: Result, callers: int, profiling: Profiling) -> None:
     size = result.size
     await call(http, DEPLOY, {"d": [CHILD, PARENT]})
     items = asyncio.Queue[int]()
@@ -202,11 +270,11 @@ async def run_cohort(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, A
     ready = asyncio.Event()
     watcher = asyncio.create_task(count_parent_writes(lake, parent_id, ready, writes))
     await asyncio.wait_for(ready.wait(), 30)
-    parent = await lake.kinflow.production.find_one({"_id": parent_id}, {"subworkflows.ref": 1})
-    assert parent is not None
+    # registry rows are documents of their own beside the dataset (core/rows.py)
+    rows = lake.kinflow["production.rows"]
     children = asyncio.Queue[str]()
-    for row in parent.get("subworkflows", []):
-        children.put_nowait(str(row["ref"]["id"]).split(":", 2)[-1])
+    async for row in rows.find({"parent": parent_id}, {"_id": 1}).sort("seq", 1):
+        children.put_nowait(str(row["_id"]))
     if children.qsize() != size:
         raise SystemExit(f"spawned {children.qsize()} of {size}")
 
@@ -221,9 +289,17 @@ async def run_cohort(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, A
                 continue
             result.latencies.append(time.perf_counter() - began)
 
+    ops_at_fire = await opcounters(lake) if profiling.opcounters else Counter[str]()
+    profiling.start(size)
+    cpu_at_fire = cpu_snapshot(profiling)
     started = time.perf_counter()
     await asyncio.gather(*(fire() for _ in range(callers)))
     result.fire = time.perf_counter() - started
+    result.fire_cpu = {k: v - cpu_at_fire[k] for k, v in cpu_snapshot(profiling).items()}
+    profiling.stop(result.fire)
+    if profiling.opcounters:
+        result.fire_ops = await opcounters(lake)
+        result.fire_ops.subtract(ops_at_fire)
     # a failed fire leaves its child live: the parent then never moves on
     deadline = time.monotonic() + (30 if result.errors else 600)
     while await parent_stage(lake, parent_id) == "fan":
@@ -244,7 +320,8 @@ async def run_cohort(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, A
     final = await lake.kinflow.production.find_one({"_id": parent_id})
     assert final is not None
     result.parent_bytes = len(bson.encode(final))
-    result.stamped = sum(1 for row in final.get("subworkflows", []) if row.get("resolved"))
+    result.stamped = await rows.count_documents({"parent": parent_id,
+                                                 "resolved": {"$exists": True}})
 
 
 def print_table(results: list[Result], callers: int, extra: dict[str, str]) -> None:
@@ -265,6 +342,16 @@ def print_table(results: list[Result], callers: int, extra: dict[str, str]) -> N
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     for row in rows:
         print("  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)))
+    for r in results:
+        if r.fire_cpu:
+            cpu = ", ".join(f"{k} {v * 1000 / r.size:.1f}" for k, v in r.fire_cpu.items())
+            print(f"CPU ms per fire during the fires (N = {r.size:,}): {cpu} "
+                  f"(machine: every process on both cores; {os.cpu_count()} cores)")
+        if r.fire_ops:
+            per_fire = ", ".join(f"{kind} {n / r.size:.2f}" for kind, n in
+                                 sorted(r.fire_ops.items()) if n)
+            print(f"lake operations per fire during the fires (N = {r.size:,}): {per_fire} "
+                  "(commands include the transactions' commits and every client's pings)")
     by_size = {r.size: r for r in results}
     base = by_size.get(1000)
     if base is not None:
@@ -281,12 +368,17 @@ async def main() -> None:
     parser.add_argument("--callers", type=int, default=8)
     parser.add_argument("--env", action="append", default=[], metavar="KINFLOW_X=VALUE",
                         help="a setting for the server (to compare against the defaults)")
+    parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
+                        help="sample the server and its lake during the fires into DIR")
+    parser.add_argument("--opcounters", action="store_true",
+                        help="print the lake's operations per fire by kind")
     args = parser.parse_args()
     extra = dict(item.split("=", 1) for item in args.env)
     results = []
     for size in (int(s) for s in args.sizes.split(",")):
         print(f"cohort of {size:,} ...", flush=True)
-        results.append(await one_size(size, args.callers, extra))
+        profiling = Profiling(spy_dir=args.py_spy, opcounters=args.opcounters)
+        results.append(await one_size(size, args.callers, extra, profiling))
         r = results[-1]
         print(f"  spawn {r.spawn:.2f} s, complete {r.complete:.2f} s after the first fire, "
               f"errors {sum(r.errors.values())}", flush=True)
