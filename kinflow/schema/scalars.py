@@ -16,6 +16,8 @@ import strawberry
 from strawberry.scalars import JSON
 from strawberry.types.scalar import ScalarDefinition
 
+from kinflow.errors import InvalidInput
+
 __all__ = ["JSON", "SCALAR_MAP", "DateTime", "jsonable"]
 
 
@@ -28,9 +30,15 @@ def _serialize_datetime(value: Any) -> str:
 
 
 def _parse_datetime(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError("DateTime must be an ISO-8601 string")
-    datetime.fromisoformat(value.replace("Z", "+00:00"))
+    """An input DateTime; anything else is ``invalid-input`` (a ValueError here surfaced as an
+    internal error once an input took a DateTime: purgeInstances' finishedBefore)."""
+    try:
+        if not isinstance(value, str):
+            raise ValueError("not a string")
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise InvalidInput("DateTime must be an ISO-8601 timestamp, e.g. "
+                           "2026-01-01T12:00:00.000Z", got=str(value)[:64]) from exc
     return value
 
 

@@ -62,7 +62,9 @@ def test_purge_instances_counts_then_purges_and_the_api_never_shows_them(
     assert len(_family(secured, done)) == 2  # the dry run changed nothing
     assert data(_purge(secured, {"finishedBefore": "2000-01-01T00:00:00Z"}, False)
                 )["purgeInstances"]["roots"] == 0
-    assert _purge(secured, {"finishedBefore": "yesterday"}, False)["errors"]  # not a moment
+    assert _purge(secured, {"finishedBefore": "yesterday"}, False)["errors"]  # a bad variable
+    literal = 'mutation { purgeInstances(where: {finishedBefore: "soon"}) { roots } }'
+    assert error_code(gql(secured, literal, token=ADMIN)) == "invalid-input"
     purged = data(_purge(secured, everything, False))["purgeInstances"]
     assert purged == {"dryRun": False, "roots": 1, "instances": 3}
     for iid in (done, *members):
