@@ -20,7 +20,9 @@ Printed per size: spawn / fire / complete seconds (complete counts from the
 first fire), fires per second, per-fire p50 / p99, lake operations per child
 (the lake's ``serverStatus`` request counter over spawn + fires + completion,
 divided by N), parent writes over the cohort's life (change events on the
-parent document, read from the lake's change stream), errors, and whether
+parent document, read from the lake's change-stream history once the cohort
+completed: a stream open during the fires would add its own work to every
+write the lake makes), errors, and whether
 every child's registry row (a document beside the parent) is stamped ``resolved``;
 then the parent document's size and the ratios time(N) / time(1,000).
 
@@ -59,6 +61,7 @@ import httpx
 from _cohort_definitions import CHILD, PARENT
 from _process import free_port, lake_pid, stop_group
 from _spy_summary import start_recording, stop_recording, summarise
+from bson.timestamp import Timestamp
 from pymongo import AsyncMongoClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -215,14 +218,36 @@ async def parent_stage(lake: AsyncMongoClient[dict[str, Any]], parent_id: str) -
     return str((found or {}).get("currentStage"))
 
 
+async def operation_time(lake: AsyncMongoClient[dict[str, Any]]) -> Timestamp:
+    reply = await lake.admin.command("ping")
+    found = reply.get("operationTime") or (reply.get("$clusterTime") or {}).get("clusterTime")
+    if not isinstance(found, Timestamp):
+        raise SystemExit("the lake reports no operation time: cannot count parent writes")
+    return found
+
+
 async def count_parent_writes(lake: AsyncMongoClient[dict[str, Any]], parent_id: str,
-                              ready: asyncio.Event, counter: list[int]) -> None:
+                              since: Timestamp, until: Timestamp) -> int:
+    """Updates and replaces of the parent between two operation times, from the history.
+
+    Read after the run on purpose: a change stream open during the fires makes
+    the lake match every write against it (measured: ~0.5-0.8 ms of lake CPU
+    per fire, docs/performance.md).
+    """
     pipeline = [{"$match": {"documentKey._id": parent_id,
                             "operationType": {"$in": ["update", "replace"]}}}]
-    async with await lake.kinflow.production.watch(pipeline) as stream:
-        ready.set()
-        async for _ in stream:
-            counter[0] += 1
+    writes, quiet_since = 0, time.monotonic()
+    async with await lake.kinflow.production.watch(
+            pipeline, start_at_operation_time=since, max_await_time_ms=200) as stream:
+        while time.monotonic() - quiet_since < 2.0:  # the history is read once 2 s pass quiet
+            change = await stream.try_next()
+            if change is None:
+                continue
+            if change["clusterTime"] > until:
+                break
+            writes += 1
+            quiet_since = time.monotonic()
+    return writes
 
 
 async def one_size(size: int, callers: int, extra: dict[str, str],
@@ -266,10 +291,7 @@ async def run_cohort(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, A
     started = time.perf_counter()
     parent_id = (await call(http, START))["startInstance"]["instance"]["id"]
     result.spawn = time.perf_counter() - started
-    writes = [0]
-    ready = asyncio.Event()
-    watcher = asyncio.create_task(count_parent_writes(lake, parent_id, ready, writes))
-    await asyncio.wait_for(ready.wait(), 30)
+    since = await operation_time(lake)
     # registry rows are documents of their own beside the dataset (core/rows.py)
     rows = lake.kinflow["production.rows"]
     children = asyncio.Queue[str]()
@@ -312,11 +334,8 @@ async def run_cohort(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, A
     if stage != "over":
         result.errors[f"parent-in-{stage}"] += 1
     result.lake_ops = await lake_requests(lake) - ops_before
-    await asyncio.sleep(0.5)  # let the change stream deliver the last events
-    watcher.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await watcher
-    result.parent_writes = writes[0]
+    result.parent_writes = await count_parent_writes(lake, parent_id, since,
+                                                     await operation_time(lake))
     final = await lake.kinflow.production.find_one({"_id": parent_id})
     assert final is not None
     result.parent_bytes = len(bson.encode(final))
