@@ -228,6 +228,8 @@ class Worker:
             if report.purged.roots:
                 log.info("retention purged %d families (%d instances)", report.purged.roots,
                          report.purged.instances)
+            if report.purged.roots >= self.batch:  # a backlog: keep at it on the next pass
+                self._retained_at = None
         except Exception as exc:  # retention never stops the heartbeat
             report.failed.append(("retention", self.engine.dataset, f"{type(exc).__name__}: {exc}"))
             log.warning("retention failed: %s", exc)

@@ -16,6 +16,7 @@ and ``kinflow purge`` for an explicit purge.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
 from typing import Any
@@ -43,7 +44,9 @@ from kinflow.timestamps import iso
 log = logging.getLogger("kinflow.retention")
 _INSTANCE = {"_type": INSTANCE_TYPE}
 RETENTION_INDEXES = (IndexSpec("instance_purging", ((PURGE_MARKER, 1),), partial=_INSTANCE),)
-_PAGE = 500  # candidate roots read per query
+_PAGE = 2000  # candidate roots read per query (the embedded lake reads every match anyway)
+_RECHECK_KEPT = 600.0  # seconds before retention looks again at a family it kept (a live member)
+_KEPT_MEMORY = 100_000
 _ROOT_FIELDS = {"_id": 1, "definition": 1, "pinnedVersion": 1, "completedAt": 1,
                 "ancestors": 1, PURGE_MARKER: 1}
 
@@ -58,6 +61,8 @@ class Purger:
         self.faults = faults or Faults()
         self.batch = batch
         self._ready = False
+        self.recheck_kept = _RECHECK_KEPT
+        self._kept: dict[str, float] = {}  # root id -> when retention may look at it again
 
     async def ensure_ready(self) -> None:
         if not self._ready:
@@ -180,8 +185,18 @@ class Purger:
                     continue
                 if counts.roots >= limit or counts.kept >= limit * 10:
                     return counts  # the rest next time: a pass stays bounded
+                if self._kept.get(str(root["_id"]), 0.0) > time.monotonic():
+                    continue  # a live member kept it a moment ago: newer roots get their turn
+                kept_before = counts.kept
                 await self._consider(root, now, counts)
+                if counts.kept > kept_before:
+                    self._remember_kept(str(root["_id"]))
         return counts
+
+    def _remember_kept(self, root_id: str) -> None:
+        if len(self._kept) >= _KEPT_MEMORY:
+            self._kept.clear()
+        self._kept[root_id] = time.monotonic() + self.recheck_kept
 
     async def purge(self, where: PurgeFilter, now: datetime, *, dry_run: bool = True
                     ) -> PurgeCounts:
