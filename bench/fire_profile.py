@@ -10,8 +10,9 @@ the background (change stream, heartbeat, propagation rounds, named apart).
 
 Printed: per fire, wall and CPU milliseconds and the lake's share of the
 wall time (sum of command round trips); lake commands per fire by name and
-collection, inside a transaction or not; then cProfile's cumulative time per
-category (``_profile_categories``). No uvicorn or socket between client and
+collection, inside a transaction or not; the same for a request that only
+crosses HTTP and GraphQL (``{ __typename }``: the floor every request pays);
+then cProfile's time per category (``_profile_categories``). No uvicorn or socket between client and
 app here: ``cohort_api.py --py-spy`` covers the served path.
 
     PYTHONPATH=. python bench/fire_profile.py [--size 1000] [--fires 200] [--query TEXT]
@@ -47,6 +48,7 @@ START = ('mutation { startInstance(definition: "bench-parent") '
 FIRE = ("mutation($id: ID!) { fireAction(instanceId: $id, activity: \"task\", "
         "action: \"finish\") { instance { status } } }")
 CHILDREN = "*[_type == 'kinflow.instance' && pinnedVersion > 0 && definition == 'bench-child']._id"
+FLOOR = "query { __typename }"
 BACKGROUND = frozenset({"getMore", "hello", "isMaster", "ismaster", "endSessions", "ping"})
 
 
@@ -104,6 +106,7 @@ class Batch:
     cpus: list[float] = field(default_factory=list)
     lake_ms: list[float] = field(default_factory=list)
     per_fire: Counter[tuple[str, str, bool]] = field(default_factory=Counter)
+    round_trips: dict[tuple[str, str, bool], list[float]] = field(default_factory=dict)
     background: Counter[str] = field(default_factory=Counter)
 
     def report(self, label: str) -> None:
@@ -114,7 +117,9 @@ class Batch:
               f"{statistics.median(self.lake_ms):.2f} ms")
         for (name, collection, in_txn), count in sorted(self.per_fire.items(),
                                                         key=lambda x: -x[1]):
-            print(f"    {count / n:5.2f}  {name:18s} {collection:24s} {'txn' if in_txn else ''}")
+            trips = self.round_trips.get((name, collection, in_txn), [0.0])
+            print(f"    {count / n:5.2f}  {name:18s} {collection:24s} "
+                  f"{'txn' if in_txn else '   '}  round trip p50 {statistics.median(trips):.2f} ms")
         if self.background:
             print("    background per fire: " + ", ".join(
                 f"{name} {count / n:.2f}" for name, count in self.background.most_common()))
@@ -129,7 +134,7 @@ async def fire_batch(http: httpx.AsyncClient, commands: Commands, children: list
         wall, cpu = time.perf_counter(), time.process_time()
         if profile is not None:
             profile.enable()
-        await gql(http, fire_text, {"id": child})
+        await gql(http, fire_text, {"id": child} if "$id" in fire_text else None)
         if profile is not None:
             profile.disable()
         batch.walls.append((time.perf_counter() - wall) * 1000)
@@ -138,6 +143,8 @@ async def fire_batch(http: httpx.AsyncClient, commands: Commands, children: list
         mine = [c for c in commands.seen if c[0] not in BACKGROUND]
         batch.lake_ms.append(sum(c[3] for c in mine))
         batch.per_fire.update((c[0], c[1], c[2]) for c in mine)
+        for name, collection, in_txn, ms in mine:
+            batch.round_trips.setdefault((name, collection, in_txn), []).append(ms)
         batch.background.update(c[0] for c in commands.seen if c[0] in BACKGROUND)
     return batch
 
@@ -166,12 +173,14 @@ async def run(size: int, fires: int, fire_text: str, top: int, callers: str, onl
                 await gql(http, fire_text, {"id": child})
             await engine.settle_propagation()
             plain = await fire_batch(http, commands, children[3:3 + fires], fire_text, None)
+            floor = await fire_batch(http, commands, children[3:3 + fires], FLOOR, None)
             profiled = await fire_batch(http, commands, children[3 + fires:3 + 2 * fires],
                                         fire_text, profile)
             await engine.settle_propagation()
     print(f"\nsequential child fires in a {size:,}-child cohort (in process, ASGI transport; "
           f"load {os.getloadavg()[0]:.2f})")
     plain.report(f"{fires} fires")
+    floor.report(f"{fires} requests of {FLOOR!r} (HTTP + GraphQL, nothing else)")
     profiled.report(f"{fires} more under cProfile")
     stats = pstats.Stats(profile)
     print("  cProfile, ms per fire by category:")
