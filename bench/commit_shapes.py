@@ -15,13 +15,20 @@ Printed per shape: commits/s, and the lake daemon's CPU milliseconds per
 commit (from ``/proc``), which is what limits the cohort benchmark on a
 2-core machine (docs/performance.md).
 
+``--watch`` keeps a change stream on the dataset open meanwhile and drains
+it, as a ``kinflow serve`` process's change hub does: ``lookup`` asks for
+every changed document whole (``updateLookup``, what the hub asks for),
+``plain`` for the change events alone; the default is no stream.
+
     PYTHONPATH=. python bench/commit_shapes.py [--seconds 5] [--tasks 8]
+        [--watch none|plain|lookup]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import copy
 import os
 import tempfile
@@ -65,7 +72,8 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def run(uri: str, pid: int, seconds: float, tasks: int, spy: Path | None) -> None:
+async def run(uri: str, pid: int, seconds: float, tasks: int, spy: Path | None,
+              watch: str) -> None:
     capture = Capture()
     monitoring.register(capture)
     settings = Settings(mongodb_uri=uri, operation_timeout=600.0)
@@ -119,13 +127,32 @@ async def run(uri: str, pid: int, seconds: float, tasks: int, spy: Path | None) 
         queue = iter(d["_id"] for d in docs)
         print(f"{tasks} concurrent callers, {seconds:.0f} s per shape "
               f"(load {os.getloadavg()[0]:.2f})")
+        watcher = None
+        if watch != "none":
+            opened = asyncio.Event()
+            watcher = asyncio.create_task(drain_changes(lake, watch == "lookup", opened))
+            await asyncio.wait_for(opened.wait(), 30)
+            print(f"a change stream is open and drained ({watch})")
         for label, shape in (("txn: find + update + commit", txn),
                              ("plain: find + update", plain),
                              ("update only", update_only)):
             await measure(label, shape, queue, pid, seconds, tasks, spy)
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
     finally:
         await client.drop_database(lake.database)
         await client.close()
+
+
+async def drain_changes(lake: Lake, lookup: bool, opened: asyncio.Event) -> None:
+    """Read every change of the dataset, as the change hub does, until cancelled."""
+    options: dict[str, Any] = {"full_document": "updateLookup"} if lookup else {}
+    async with await lake.collection().watch(**options) as stream:
+        opened.set()
+        async for _ in stream:
+            pass
 
 
 def _fresh(ops: dict[str, Any]) -> dict[str, Any]:
@@ -162,6 +189,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--tasks", type=int, default=8)
+    parser.add_argument("--watch", choices=("none", "plain", "lookup"), default="none")
     parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
                         help="sample the lake daemon during each shape into DIR")
     args = parser.parse_args()
@@ -169,7 +197,7 @@ def main() -> None:
     uri = daemon.start()
     try:
         assert daemon.pid is not None
-        asyncio.run(run(uri, daemon.pid, args.seconds, args.tasks, args.py_spy))
+        asyncio.run(run(uri, daemon.pid, args.seconds, args.tasks, args.py_spy, args.watch))
     finally:
         daemon.stop()
 
