@@ -23,7 +23,7 @@ divided by N), parent writes over the cohort's life (change events on the
 parent document, read from the lake's change-stream history once the cohort
 completed: a stream open during the fires would add its own work to every
 write the lake makes), errors, and whether
-every child's registry row (a document beside the parent) is stamped ``resolved``;
+every child's registry row (in chunks beside the parent) is stamped ``resolved``;
 then the parent document's size and the ratios time(N) / time(1,000).
 
 Each size gets a fresh server, stopped at the end (SIGTERM to its process
@@ -295,8 +295,9 @@ async def run_cohort(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, A
     # registry rows are documents of their own beside the dataset (core/rows.py)
     rows = lake.kinflow["production.rows"]
     children = asyncio.Queue[str]()
-    async for row in rows.find({"parent": parent_id}, {"_id": 1}).sort("seq", 1):
-        children.put_nowait(str(row["_id"]))
+    async for chunk in rows.find({"parent": parent_id}, {"rows.ref": 1}).sort("chunk", 1):
+        for row in chunk["rows"]:
+            children.put_nowait(str(row["ref"]["id"]).split(":", 2)[-1])
     if children.qsize() != size:
         raise SystemExit(f"spawned {children.qsize()} of {size}")
 
@@ -339,8 +340,8 @@ async def run_cohort(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, A
     final = await lake.kinflow.production.find_one({"_id": parent_id})
     assert final is not None
     result.parent_bytes = len(bson.encode(final))
-    result.stamped = await rows.count_documents({"parent": parent_id,
-                                                 "resolved": {"$exists": True}})
+    result.stamped = sum([1 async for chunk in rows.find({"parent": parent_id})
+                          for row in chunk["rows"] if row.get("resolved")])
 
 
 def print_table(results: list[Result], callers: int, extra: dict[str, str]) -> None:

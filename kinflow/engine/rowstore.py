@@ -1,15 +1,14 @@
-"""The registry row documents of one dataset: read, written, assembled (the I/O half
-of ``core/rows.py``).
+"""The registry chunks of one dataset: read, written, assembled (the I/O half of
+``core/rows.py``).
 
-Rows live in the dataset's ``rows`` side collection (``<dataset>.rows``), never
-in the dataset itself, so GROQ's ``*`` and the instance listings do not see
-them. A parent's rows are read in registry order through the
-``(parent, seq)`` index; a commit writes its new rows and the rows it changed
-in the parent's transaction, in one round trip each. Every write to a row is
-a write to its parent too (the parent's ``rowCount``, history or
-state changes with it, under the parent's ``_rev`` fence), so a parent's
-``_rev`` names one exact set of rows: readers memoise assembled parents by
-``(_id, _rev)``.
+Chunks live in the dataset's ``rows`` side collection (``<dataset>.rows``),
+never in the dataset itself, so GROQ's ``*`` and the instance listings do not
+see them. A parent's chunks are read in order through the ``(parent, chunk)``
+index; a commit writes the chunks it touched, whole, in the parent's
+transaction and in one round trip. Every chunk write comes with a write to
+the parent (under the parent's ``_rev`` fence, which it renews), so a
+parent's ``_rev`` names one exact registry: readers memoise a parent's chunks
+by ``(_id, _rev)``.
 """
 
 from __future__ import annotations
@@ -31,8 +30,8 @@ if TYPE_CHECKING:
     from pymongo.asynchronous.client_session import AsyncClientSession
 
 ROWS = "rows"
-ROW_INDEXES = (IndexSpec("rows_parent", (("parent", 1), ("seq", 1))),)
-_ASSEMBLED = 64  # assembled parents kept per store, by (_id, _rev)
+ROW_INDEXES = (IndexSpec("rows_parent", (("parent", 1), ("chunk", 1))),)
+_ASSEMBLED = 64  # parents whose chunks are kept per store, by (_id, _rev)
 _PARSE_OFF_LOOP = 512  # rows from which parsing leaves the event loop
 
 
@@ -42,7 +41,7 @@ class RowStore:
     def __init__(self, lake: Lake, dataset: str) -> None:
         self.lake = lake
         self.collection = side_name(dataset, ROWS)
-        self._assembled: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+        self._chunks: OrderedDict[tuple[str, str], list[dict[str, Any]]] = OrderedDict()
 
     async def prepare(self) -> None:
         await self.lake.declare_indexes(ROW_INDEXES, kind=ROWS)
@@ -52,55 +51,53 @@ class RowStore:
 
     async def documents(self, parent_id: str, session: AsyncClientSession | None = None
                         ) -> list[dict[str, Any]]:
-        """A parent's row documents, in registry order."""
+        """A parent's registry chunks, in order."""
         return await self.lake.find({"parent": parent_id}, dataset=self.collection,
-                                    session=session, sort=[("seq", 1)])
+                                    session=session, sort=[("chunk", 1)])
 
     async def attach(self, state: Instance, session: AsyncClientSession | None = None
                      ) -> Instance:
         """Put a loaded instance's registry rows and whole history back (in place):
         in memory an instance is what it always was (core/rows.py)."""
         docs = await self.documents(state.id_, session)
-        if len(docs) > _PARSE_OFF_LOOP:
-            rows, bound = await asyncio.to_thread(_parse_rows, docs)
+        rows, bound = registry_rows.rows_of_chunks(docs)
+        if len(rows) > _PARSE_OFF_LOOP:
+            state.subworkflows = await asyncio.to_thread(_parse_rows, rows)
         else:
-            rows, bound = _parse_rows(docs)
-        state.subworkflows = rows
+            state.subworkflows = _parse_rows(rows)
         state.history = registry_rows.merge_history(state.history, bound)
         return state
 
     async def write(self, writes: RowWrites, session: AsyncClientSession, now: datetime
                     ) -> None:
-        """Insert the new rows and update the changed ones, in the caller's transaction."""
-        if writes.inserts:
-            await self.lake.create_many(writes.inserts, dataset=self.collection,
-                                        session=session, now=now)
-        if writes.updates:
-            await self.lake.update_each(writes.updates, dataset=self.collection,
-                                        session=session, now=now)
+        """Write the touched chunks whole, in the caller's transaction."""
+        await self.lake.put_many(writes.chunks, dataset=self.collection, session=session,
+                                 now=now)
 
     # ------------------------------------------------------------ readers
 
     async def assemble(self, doc: dict[str, Any]) -> dict[str, Any]:
-        """``doc`` as readers see it (rows and whole history), when it has rows."""
+        """``doc`` as readers see it (rows and whole history), when it has rows.
+
+        The chunks read for a parent are memoised by its ``(_id, _rev)``; the
+        document itself is always the one given.
+        """
         if not registry_rows.has_rows(doc):
             return doc
         key = (str(doc.get("_id")), str(doc.get("_rev")))
-        found = self._assembled.get(key)
-        if found is not None:
-            self._assembled.move_to_end(key)
-            return found
-        assembled = registry_rows.assemble(doc, await self.documents(str(doc["_id"])))
-        self._assembled[key] = assembled
-        while len(self._assembled) > _ASSEMBLED:
-            self._assembled.popitem(last=False)
-        return assembled
+        chunks = self._chunks.get(key)
+        if chunks is not None:
+            self._chunks.move_to_end(key)
+        else:
+            chunks = await self.documents(str(doc["_id"]))
+            self._chunks[key] = chunks
+            while len(self._chunks) > _ASSEMBLED:
+                self._chunks.popitem(last=False)
+        return registry_rows.assemble(doc, chunks)
 
     async def assemble_many(self, docs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         return [await self.assemble(doc) for doc in docs]
 
 
-def _parse_rows(docs: list[dict[str, Any]]
-                ) -> tuple[list[SubworkflowEntry], list[dict[str, Any]]]:
-    rows = [registry_rows.row_from_document(doc) for doc in docs]
-    return rows, [entry for doc in docs for entry in doc.get("history") or []]
+def _parse_rows(rows: list[dict[str, Any]]) -> list[SubworkflowEntry]:
+    return [SubworkflowEntry.model_validate(row) for row in rows]

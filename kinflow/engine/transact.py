@@ -89,7 +89,7 @@ def targeted_update(mutation: Mutation, document: dict[str, Any]
         update.setdefault("$push", {})["history"] = {"$each": appended}
     if mutation.rows and not update:  # a row written gives its parent a new _rev too
         update["$set"] = {"rowCount": len(mutation.instance.subworkflows)}
-    if mutation.rows.inserts and not mutation.before.get("rowCount"):
+    if mutation.rows and not mutation.before.get("rowCount"):
         # the first rows stored beside it: drop rows an older engine kept inline
         update.setdefault("$unset", {})["subworkflows"] = ""
     return update, filters

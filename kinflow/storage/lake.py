@@ -247,31 +247,23 @@ class Lake(LakeDatabase):
                 dict(filter_), ops, session=session)
         return result.matched_count
 
-    async def update_each(
+    async def put_many(
         self,
-        updates: Sequence[tuple[str, Mapping[str, Any]]],
+        docs: Sequence[Mapping[str, Any]],
         *,
         dataset: str | None = None,
         session: AsyncClientSession | None = None,
         now: datetime | None = None,
     ) -> None:
-        """Apply update operators to several documents by id, in one round trip.
-
-        Each gets a new ``_rev`` and ``_updatedAt``; a missing document raises
-        ``RevisionConflict`` (inside a transaction, the whole batch then aborts).
-        """
-        if not updates:
+        """Create or replace several whole documents by ``_id``, in one round trip
+        (unfenced: for documents only their owner writes, under its own fence)."""
+        if not docs:
             return
-        moment = now
-        ops = [pymongo.UpdateOne({"_id": doc_id}, _stamped_operators(update, new_rev(), moment))
-               for doc_id, update in updates]
-        with self.bounded("update"):
-            result = await self.collection(dataset).bulk_write(ops, session=session,
-                                                               ordered=True)
-        if result.matched_count != len(updates):
-            raise RevisionConflict(
-                f"{len(updates) - result.matched_count} of {len(updates)} documents are missing",
-                ids=[doc_id for doc_id, _ in updates][:20])
+        moment = now or utcnow()
+        ops = [pymongo.ReplaceOne({"_id": stored["_id"]}, stored, upsert=True)
+               for stored in (stamp_created(check_new_document(dict(d)), moment) for d in docs)]
+        with self.bounded("put"):
+            await self.collection(dataset).bulk_write(ops, session=session, ordered=True)
 
     async def groq(
         self,

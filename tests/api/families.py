@@ -1,6 +1,6 @@
 """A parent with a cohort of children, laid out the way the engine's spawn stores them.
 
-These tests build the registry rows (engine-model §3.5, stored as row
+These tests build the registry rows (engine-model §3.5, stored in chunk
 documents beside the dataset: core/rows.py) and the children's ``ancestors``
 with direct lake writes, start and drive every instance through the API, and
 stamp rows the way propagation does.
@@ -14,7 +14,7 @@ from typing import Any
 from pymongo import MongoClient
 from starlette.testclient import TestClient
 
-from kinflow.core.rows import ROW_TYPE, assemble
+from kinflow.core.rows import CHUNK_TYPE, assemble
 from kinflow.storage.database import side_name
 from tests.api.conftest import data, gql
 from tests.engine.definitions import simple
@@ -65,9 +65,9 @@ def build_family(client: TestClient, lake_uri: str, database: str, parent: str,
     for child in children:
         coll.update_one({"_id": child}, {"$set": {
             "ancestors": [{"id": gdr(parent), "type": "kinflow.instance"}]}})
-    raw[database][side_name("production", "rows")].insert_many([
-        {**row, "_id": child, "_type": ROW_TYPE, "parent": parent, "seq": seq, "history": []}
-        for seq, (row, child) in enumerate(zip(rows, children, strict=True))])
+    raw[database][side_name("production", "rows")].insert_one(
+        {"_id": f"{parent}.0", "_type": CHUNK_TYPE, "parent": parent, "chunk": 0,
+         "rows": rows, "history": []})
     coll.update_one({"_id": parent}, {"$set": {"rowCount": len(rows),
                                                "_rev": uuid.uuid4().hex[:16]}})
     raw.close()
@@ -90,7 +90,8 @@ def stamp(lake_uri: str, database: str, parent: str, row_key: str, update: dict[
     document, and a new ``_rev`` on the parent)."""
     raw: MongoClient[dict[str, Any]] = MongoClient(lake_uri)
     raw[database][side_name("production", "rows")].update_one(
-        {"parent": parent, "_key": row_key}, {"$set": update})
+        {"parent": parent}, {"$set": {f"rows.$[row].{k}": v for k, v in update.items()}},
+        array_filters=[{"row._key": row_key}])
     raw[database]["production"].update_one(
         {"_id": parent}, {"$set": {"_rev": uuid.uuid4().hex[:16]}})
     raw.close()

@@ -44,8 +44,11 @@ def documented_codes() -> set[str]:
 async def snapshot(mongo: AsyncMongoClient[dict[str, Any]], database: str
                    ) -> dict[str, list[dict[str, Any]]]:
     db = mongo[database]
+    # ``<dataset>.engine`` holds the processes' own bookkeeping (session ledger, leases),
+    # which moves on by itself; every other collection must be left as it was
     return {name: await db[name].find({}).sort("_id", 1).to_list(None)
-            for name in sorted(await db.list_collection_names())}
+            for name in sorted(await db.list_collection_names())
+            if not name.endswith(".engine")}
 
 
 def outcome(status: int, body: dict[str, Any], known: set[str]) -> str:

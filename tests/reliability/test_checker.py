@@ -9,6 +9,7 @@ import pytest
 
 from kinflow.engine import Engine
 from kinflow.storage import Lake
+from kinflow.storage.database import side_name
 from tests.reliability.family import Shape, definitions, instance_id, release_id, seed_release
 from tests.reliability.invariants import InvariantViolation, Ledger, settle
 
@@ -21,14 +22,19 @@ async def lose_child(lake: Lake, parent: str, child: str) -> None:
 
 
 async def rewrite_history(lake: Lake, parent: str, child: str) -> None:
-    await lake.collection().update_one({"_id": parent}, {"$set": {"history.0.at": "1970"}})
+    # a new _rev, as every write through the lake gives (readers memoise by _rev)
+    await lake.collection().update_one({"_id": parent}, {"$set": {"history.0.at": "1970",
+                                                                  "_rev": "damaged"}})
 
 
 async def second_child(lake: Lake, parent: str, child: str) -> None:
-    doc = await lake.collection().find_one({"_id": parent})
-    assert doc is not None
-    twin = dict(doc["subworkflows"][0], _key="twin")
-    await lake.collection().update_one({"_id": parent}, {"$push": {"subworkflows": twin}})
+    rows = lake.collection(side_name(lake.default_dataset, "rows"))
+    chunk = await rows.find_one({"parent": parent, "chunk": 0})
+    assert chunk is not None
+    twin = dict(chunk["rows"][0], _key="twin")
+    await rows.update_one({"_id": chunk["_id"]}, {"$push": {"rows": twin}})
+    await lake.collection().update_one({"_id": parent}, {"$inc": {"rowCount": 1},
+                                                         "$set": {"_rev": "damaged"}})
 
 
 async def owe_a_stamp(lake: Lake, parent: str, child: str) -> None:
