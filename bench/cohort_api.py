@@ -239,7 +239,9 @@ async def count_parent_writes(lake: AsyncMongoClient[dict[str, Any]], parent_id:
     writes, quiet_since = 0, time.monotonic()
     async with await lake.kinflow.production.watch(
             pipeline, start_at_operation_time=since, max_await_time_ms=200) as stream:
-        while time.monotonic() - quiet_since < 2.0:  # the history is read once 2 s pass quiet
+        # read until the history passes ``until``, or 15 s pass quiet (the lake filters
+        # tens of thousands of children's events before it finds the next parent write)
+        while time.monotonic() - quiet_since < 15.0:
             change = await stream.try_next()
             if change is None:
                 continue
