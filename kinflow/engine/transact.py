@@ -180,7 +180,7 @@ class Transactor:
                                          session=session, projection={"_rev": 1, "_type": 1},
                                          limit=1)
             if found and found[0].get("_rev") == kept.rev_:
-                self.kept.move_to_end(instance_id)
+                self.keep(kept)  # (another task may have dropped it meanwhile)
                 return kept
             self.kept.pop(instance_id, None)
         document = await self.lake.get(instance_id, dataset=self.dataset, session=session)

@@ -26,7 +26,7 @@ from tests.reliability.figures import record
 pytestmark = pytest.mark.lake
 TOKENS = ("view-token-for-tests=vera:viewer,op-token-for-tests=otto:operator,"
           "admin-token-for-tests=ada:admin")
-ADMIN_ONLY = {"deployDefinitions", "setStage", "resetActivity"}
+ADMIN_ONLY = {"deployDefinitions", "setStage", "resetActivity", "purgeInstances"}
 MUTATIONS: dict[str, str] = {
     "deployDefinitions": "deployDefinitions(definitions: [{}]) { definitions { name } }",
     "startInstance": "startInstance(definition: \"d\") { changed }",
@@ -40,6 +40,8 @@ MUTATIONS: dict[str, str] = {
     "resetActivity": "resetActivity(instanceId: \"i\", activity: \"a\") { changed }",
     "putDocument": "putDocument(document: {_id: \"evil\", _type: \"article\"})",
     "deleteDocument": "deleteDocument(id: \"article-1\")",
+    "purgeInstances": "purgeInstances(where: {finishedBefore: \"2100-01-01T00:00:00Z\"}, "
+                      "dryRun: false) { roots }",
 }
 HOSTILE_GROQ = [
     "*", "*[_type == 'article']{..., 'x': *[_id == ^._id]}", "*[_id == $id]",
