@@ -182,9 +182,10 @@ async def soak(minutes: float, clients: int, children: int, attacks: bool) -> No
         deadline = began + minutes * 60
         tally = AttackTally()
         lake_uri = f"mongodb://127.0.0.1:{lake_port(data_dir)}/?directConnection=true"
-        extra = [attacker(base, lake_uri, deadline, tally), health_probe(base, deadline, tally)]
+        extra = ([attacker(base, lake_uri, deadline, tally), health_probe(base, deadline, tally)]
+                 if attacks else [])
         await asyncio.gather(*(client_loop(base, stats, n, deadline, children)
-                               for n in range(clients)), *(extra if attacks else []))
+                               for n in range(clients)), *extra)
         elapsed = time.monotonic() - began
         memory = {"api": (start_rss["api"], rss_kib(process.pid)),
                   "lake": (start_rss["lake"], rss_kib(lake) if lake else None)}
