@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kinflow.core import owed as owing
 from kinflow.core import verbs
 from kinflow.core.cohorts import (
     OBSERVATION_FIELDS,
@@ -92,8 +93,9 @@ class Driver:
         that count, which costs in proportion to the cohort.
         """
         t = self.transact
-        owed = await t.lake.find({**INSTANCES, "propagateTo": state.id_}, dataset=t.dataset,
-                                 session=session, projection=OBSERVATION_FIELDS)
+        owed = await t.lake.find({**INSTANCES, **owing.propagating_to(state.id_)},
+                                 dataset=t.dataset, session=session,
+                                 projection=OBSERVATION_FIELDS)
         seen = [Observation.of(doc) for doc in owed]
         live = live_rows(state)
         if not live or (not check_missing and len(live) > _CHEAP_MISSING_CHECK):
@@ -158,9 +160,9 @@ class Driver:
         try:
             result = await self.verb(parent_id, "propagate", Actor.system(), verbs.plan_hop)
         except InstanceNotFound:  # the parent is gone: the children stop telling it
-            await t.lake.update_many({**INSTANCES, "propagateTo": parent_id},
-                                     {"$unset": {"propagateTo": "", "propagateToken": ""}},
-                                     dataset=t.dataset, now=t.clock())  # fmt: skip
+            await t.lake.update_many({**INSTANCES, **owing.propagating_to(parent_id)},
+                                     owing.unstamp(parent_id), dataset=t.dataset,
+                                     now=t.clock())
             return None
         return sum(1 for row in result.instance.subworkflows if row.resolved is None)
 
