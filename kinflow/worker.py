@@ -1,8 +1,7 @@
 """The heartbeat worker: finishes what verbs left owed, whoever crashed.
 
 Every engine commit leaves durable hints on the instance document when work
-is owed after it (docs/subworkflows.md), each folded into ``owed``, one array
-behind one index (``kinflow.core.owed``):
+is owed after it (docs/subworkflows.md), each behind an index:
 
 * ``nextEvaluationAt`` has passed: a time gate may flip, or a hop is owed
   (a commit that moved, a child created primed whose first hop was not run);
@@ -44,7 +43,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from kinflow.core import owed
 from kinflow.core.retention import PurgeCounts
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.engine import Actor, Engine
@@ -173,10 +171,10 @@ class Worker:
         stale = iso(datetime.now(UTC) - timedelta(seconds=self.grace_seconds))
         kinds: list[tuple[str, Callable[[list[str]], Awaitable[list[str]]],
                           Callable[[str], Awaitable[bool]], Callable[[str], Awaitable[Any]]]] = [
-            ("materialise", lambda seen: self._ids(owed.IS_MATERIALISING, seen, stale),
+            ("materialise", lambda seen: self._ids({"materialising": True}, seen, stale),
              self._materialise_owed,
              lambda i: self.engine.finish_materialising(i, actor=self.actor)),
-            ("drain", lambda seen: self._ids(owed.OWES_ABORTS, seen),
+            ("drain", lambda seen: self._ids({"owesAborts": True}, seen),
              lambda i: self._owed(i, {"owesAborts": True}),
              lambda i: self.engine.repair(i, actor=self.actor)),
             ("propagate", lambda seen: self._parents(stale, seen),
@@ -185,7 +183,8 @@ class Worker:
              lambda i: self._owed(i, {"nextEvaluationAt": {"$lte": iso(now)},
                                       "completedAt": None}),
              lambda i: self.engine.tick(i, actor=self.actor)),
-            ("effects", lambda seen: self._ids(owed.effects_by(iso(now)), seen),
+            ("effects", lambda seen: self._ids({"effectsDueAt": {"$gt": "", "$lte": iso(now)}},
+                                               seen),
              lambda i: self._owed(i, {"effectsDueAt": {"$lte": iso(now)}}), self._effects),
         ]
         backing_off = await self._parked_now(iso(now))
@@ -287,14 +286,13 @@ class Worker:
 
     # ------------------------------------------------------------ queries
 
-    # Every query below is ``_type`` plus ONE predicate on ``owed``, so the embedded
-    # lake's planner serves it from ``instance_owed`` (it only uses an index
-    # covering every predicate; any other predicate made it read every instance:
-    # 0.3-1.3 s per query over 5,000, measured). Its ranges are bounded, so the
-    # documents that lack the field (indexed as null) stay out of the scan. What
-    # else an item must satisfy (not yet seen this pass, older than the grace
-    # period) is checked here on the few ids returned; whether it is still owed,
-    # on the hint itself once its lease is taken.
+    # Every query below is ``_type`` plus ONE indexed predicate, so the embedded
+    # lake's planner serves it from that field's partial index (it only uses an
+    # index covering every predicate; any other predicate made it read every
+    # instance: 0.3-1.3 s per query over 5,000, measured). A bounded range
+    # (``$gt: ""``) keeps the documents that lack the field (indexed as null)
+    # out of the scan. What else an item must satisfy (not yet seen this pass,
+    # older than the grace period) is checked here on the few ids returned.
 
     async def _ids(self, filter_: dict[str, Any], seen: list[str],
                    stale: str | None = None) -> list[str]:
@@ -318,7 +316,7 @@ class Worker:
 
     async def _parents(self, stale: str, seen: list[str]) -> list[str]:
         found = await self.lake.find(
-            {**_INSTANCE, **owed.ANY_PROPAGATE}, dataset=self.engine.dataset,
+            {**_INSTANCE, "propagateTo": {"$gt": ""}}, dataset=self.engine.dataset,
             projection={"propagateTo": 1, "_updatedAt": 1},
         )
         skip = set(seen)
@@ -331,7 +329,7 @@ class Worker:
         return parents
 
     async def _owed_parent(self, parent_id: str, stale: str) -> bool:
-        found = await self.lake.find({**_INSTANCE, **owed.propagating_to(parent_id)},
+        found = await self.lake.find({**_INSTANCE, "propagateTo": parent_id},
                                      dataset=self.engine.dataset, projection={"_updatedAt": 1})
         return any(_older(doc, stale) for doc in found)
 

@@ -10,8 +10,7 @@ Every planner (``verbs``) builds its mutation through a ``Commit``:
 3. apply the verb's event (or refuse with a typed error);
 4. record the key, then run one cascade hop (triggers to a fixpoint, at
    most one stage move);
-5. stamp ``lastChangedAt``, ``nextEvaluationAt`` and the watch-set, and fold
-   the repair hints into ``owed`` (core/owed.py).
+5. stamp ``lastChangedAt``, ``nextEvaluationAt`` and the watch-set.
 
 Children a hop spawns are created here, settled: ``settle_child`` creates and
 primes each one and runs its hops in the same bounded loop (``settle``) the
@@ -51,7 +50,6 @@ from kinflow.core.history import record
 from kinflow.core.inputs import check_key, check_values
 from kinflow.core.ledger import is_replay
 from kinflow.core.mutation import Mutation
-from kinflow.core.owed import entries as owed_entries
 from kinflow.core.rows import row_writes
 from kinflow.core.sizes import RESOLUTION_BYTES, engine_limit
 from kinflow.core.stages import prime
@@ -155,7 +153,6 @@ class Commit:
                 insert or readmodel.observable(self.before) != m.observable):
             m.propagateTo = m.parent_id  # the parent's row for this child is owed a stamp
             m.propagateToken = self.ctx.new_key()
-        fold_owed(m)
         dirty = changed or any(self.before.get(k) != after_value
                                for k, after_value in _hints(m).items())
         return Mutation(
@@ -177,21 +174,14 @@ class Commit:
 
 _DERIVED = ("lastChangedAt", "nextEvaluationAt", "watch", "_rev", "_createdAt", "_updatedAt",
             "propagateTo", "propagateToken", "owesAborts", "effectsDueAt", "materialising",
-            "rowCount", "owed")
+            "rowCount")
 
 
 def _hints(m: Instance) -> dict[str, Any]:
     return {"nextEvaluationAt": m.nextEvaluationAt, "watch": m.watch or [],
             "propagateTo": m.propagateTo, "propagateToken": m.propagateToken,
             "owesAborts": m.owesAborts, "effectsDueAt": m.effectsDueAt,
-            "materialising": m.materialising, "rowCount": m.rowCount, "owed": m.owed}
-
-
-def fold_owed(m: Instance) -> None:
-    """Fold the hints into ``owed``, the one field the heartbeat's index covers."""
-    m.owed = owed_entries(due=m.nextEvaluationAt, completed=m.terminal,
-                          effects_due=m.effectsDueAt, owes_aborts=m.owesAborts,
-                          materialising=m.materialising, propagate_to=m.propagateTo)
+            "materialising": m.materialising, "rowCount": m.rowCount}
 
 
 def _state_differs(before: dict[str, Any], after: dict[str, Any]) -> bool:
@@ -268,7 +258,6 @@ def settle_child(parent: Instance, seed: spawn.ChildSeed, ctx: PlanContext
     finalise(child, model, ctx)
     if settled.owed:
         child.nextEvaluationAt = ctx.now_iso  # the heartbeat finishes it after a crash
-    fold_owed(child)
     return child, settled.owed
 
 

@@ -266,8 +266,6 @@ class Instance(Part):
     owesAborts: bool | None = None  # live rows are condemned and not drained yet
     materialising: bool | None = None  # a large spawn's children are still being created
     effectsDueAt: str | None = None  # earliest pending effect to run or lease to take over
-    # the hints above folded into one array behind one index (core/owed.py)
-    owed: list[str | dict[str, str]] | None = None
 
     # ---- derived facts ----
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kinflow.core import owed as owing
 from kinflow.core import verbs
 from kinflow.core.cohorts import (
     OBSERVATION_FIELDS,
@@ -93,9 +92,8 @@ class Driver:
         that count, which costs in proportion to the cohort.
         """
         t = self.transact
-        owed = await t.lake.find({**INSTANCES, **owing.propagating_to(state.id_)},
-                                 dataset=t.dataset, session=session,
-                                 projection=OBSERVATION_FIELDS)
+        owed = await t.lake.find({**INSTANCES, "propagateTo": state.id_}, dataset=t.dataset,
+                                 session=session, projection=OBSERVATION_FIELDS)
         seen = [Observation.of(doc) for doc in owed]
         live = live_rows(state)
         if not live or (not check_missing and len(live) > _CHEAP_MISSING_CHECK):
@@ -160,9 +158,9 @@ class Driver:
         try:
             result = await self.verb(parent_id, "propagate", Actor.system(), verbs.plan_hop)
         except InstanceNotFound:  # the parent is gone: the children stop telling it
-            await t.lake.update_many({**INSTANCES, **owing.propagating_to(parent_id)},
-                                     owing.unstamp(parent_id), dataset=t.dataset,
-                                     now=t.clock())
+            await t.lake.update_many({**INSTANCES, "propagateTo": parent_id},
+                                     {"$unset": {"propagateTo": "", "propagateToken": ""}},
+                                     dataset=t.dataset, now=t.clock())  # fmt: skip
             return None
         return sum(1 for row in result.instance.subworkflows if row.resolved is None)
 

@@ -28,7 +28,6 @@ from kinflow.engine.driving import Driver, OperationResult
 from kinflow.engine.faults import Faults
 from kinflow.engine.indexes import ENGINE_INDEXES
 from kinflow.engine.materialise import Materialiser
-from kinflow.engine.owedupgrade import upgrade_owed
 from kinflow.engine.parking import unpark
 from kinflow.engine.propagation import Propagator
 from kinflow.engine.reads import DeployOutcome, Reader
@@ -90,7 +89,6 @@ class Engine:
         await self.lake.declare_indexes(ENGINE_INDEXES)
         await self.lake.ensure_dataset(self.dataset)
         await self.transact.rows.prepare()
-        await upgrade_owed(self.lake, self.dataset)  # hints written before ``owed``
         self._ready = True
 
     def register_handler(self, name: str, handler: drain.EffectHandler) -> None:

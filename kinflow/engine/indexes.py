@@ -12,17 +12,15 @@ ENGINE_INDEXES: tuple[IndexSpec, ...] = (
     IndexSpec("definition_name_version", (("_type", 1), ("name", 1), ("version", -1)),
               partial={"_type": DEFINITION_TYPE}),
     IndexSpec("instance_watch", (("watch", 1),), partial=INSTANCES),
+    IndexSpec("instance_due", (("nextEvaluationAt", 1),), partial=INSTANCES),
     IndexSpec("instance_parent", (("ancestors.id", 1),), partial=INSTANCES),
     IndexSpec("instance_definition", (("definition", 1), ("completedAt", 1)),
               partial=INSTANCES),
-    # subworkflows: children by parent
+    # subworkflows: children by parent, and the repair hints the heartbeat follows
     IndexSpec("instance_children", (("parentInstance", 1), ("completedAt", 1)),
               partial=INSTANCES),
-    # every repair hint the heartbeat follows, folded into one array (core/owed.py):
-    # each index costs every instance write (docs/performance.md)
-    IndexSpec("instance_owed", (("owed", 1),), partial=INSTANCES),
+    IndexSpec("instance_propagate", (("propagateTo", 1),), partial=INSTANCES),
+    IndexSpec("instance_owes_aborts", (("owesAborts", 1),), partial=INSTANCES),
+    IndexSpec("instance_materialising", (("materialising", 1),), partial=INSTANCES),
+    IndexSpec("instance_effects_due", (("effectsDueAt", 1),), partial=INSTANCES),
 )
-
-RETIRED_INDEXES = ("instance_due", "instance_propagate", "instance_owes_aborts",
-                   "instance_materialising", "instance_effects_due")
-"""One index per hint, before ``owed``: dropped by the upgrade (engine/owedupgrade.py)."""

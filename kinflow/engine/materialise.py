@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kinflow.core import owed as owing
 from kinflow.core.commit import plan_materialise
 from kinflow.core.context import Actor, PlanContext
 from kinflow.core.mutation import Mutation
@@ -72,7 +71,7 @@ class Materialiser:
             try:
                 # rows keep their seeds: they are read only while ``materialising``
                 # is set, and clearing them would rewrite every row of the cohort
-                await t.lake.update(parent_id, owing.MATERIALISED,
+                await t.lake.update(parent_id, {"$unset": {"materialising": ""}},
                                     dataset=t.dataset, now=t.clock())
             except RevisionConflict:  # the parent vanished; nothing to mark
                 pass

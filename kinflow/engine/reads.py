@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kinflow.core import deploy as deploying
-from kinflow.core import owed
 from kinflow.core.context import Actor
 from kinflow.core.errors import DefinitionNotFound, InstanceNotFound
 from kinflow.core.gates import Verdict
@@ -133,12 +132,12 @@ class Reader:
         """
         t = self.transact
         now = iso(t.clock())
-        # served by instance_owed alone (a bounded range over its "due:" entries);
-        # completed and excluded ones are dropped here, since any other predicate
-        # would make the embedded planner read every instance
+        # served by instance_due alone (a bounded range skips the instances without
+        # a due time); completed and excluded ones are dropped here, since any other
+        # predicate would make the embedded planner read every instance
         skip = set(exclude or ())
         found = await t.lake.find(
-            {"_type": INSTANCE_TYPE, **owed.due_by(now)},
+            {"_type": INSTANCE_TYPE, "nextEvaluationAt": {"$gt": "", "$lte": now}},
             dataset=t.dataset, sort=[("nextEvaluationAt", 1)], limit=limit + len(skip),
             projection={"_id": 1, "completedAt": 1},
         )

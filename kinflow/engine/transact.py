@@ -31,7 +31,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from kinflow.core import deploy as deploying
-from kinflow.core import owed
 from kinflow.core import patch as patching
 from kinflow.core.cohorts import Observation
 from kinflow.core.context import (
@@ -323,8 +322,8 @@ class Transactor:
             # same indexed filter, so this clears exactly them (a child that changed
             # since gets a write conflict and the round re-runs with a fresh read)
             await self.lake.update_many(
-                {**INSTANCES, **owed.propagating_to(mutation.instance.id_)},
-                owed.unstamp(mutation.instance.id_),
+                {**INSTANCES, "propagateTo": mutation.instance.id_},
+                {"$unset": {"propagateTo": "", "propagateToken": ""}},
                 dataset=self.dataset, session=session, now=now)
 
     @staticmethod

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kinflow.core.owed import Entry, entries
 from kinflow.core.state import Instance, parse_instance
 from kinflow.engine import Engine
 
@@ -12,13 +11,6 @@ from kinflow.engine import Engine
 async def all_instances(engine: Engine) -> dict[str, Instance]:
     docs = await engine.lake.find({"_type": "kinflow.instance"})
     return {str(d["_id"]): parse_instance(await engine.assemble(d)) for d in docs}
-
-
-def folded(instance: Instance) -> list[Entry] | None:
-    """The ``owed`` array the instance's hints call for."""
-    return entries(due=instance.nextEvaluationAt, completed=instance.terminal,
-                   effects_due=instance.effectsDueAt, owes_aborts=instance.owesAborts,
-                   materialising=instance.materialising, propagate_to=instance.propagateTo)
 
 
 async def assert_repaired(engine: Engine) -> dict[str, Instance]:
@@ -40,7 +32,6 @@ async def assert_repaired(engine: Engine) -> dict[str, Instance]:
     for parent_id, count in children.items():
         assert count == len(instances[parent_id].subworkflows), "a child with no row"
     for instance in instances.values():
-        assert (instance.owed or None) == folded(instance), f"{instance.id_}: owed is stale"
         assert instance.propagateTo is None, f"{instance.id_} still owes its parent a stamp"
         assert not instance.owesAborts and not instance.materialising
         if not instance.terminal:
