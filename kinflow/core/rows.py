@@ -101,14 +101,10 @@ def row_writes(instance: Instance, base: list[SubworkflowEntry],
     (``instance.history``, which ends with them).
     """
     rows = instance.subworkflows
-    places = {i: row.child_id for i, row in enumerate(rows)} if history else {}
     touched = {i // CHUNK for i in changed_places(base, rows)}
-    if history:
-        child_places = {child: i for i, child in places.items()}
-        for entry in history:
-            child = row_of_entry(entry)
-            if child is not None and child in child_places:
-                touched.add(child_places[child] // CHUNK)
+    named = {child for child in map(row_of_entry, history) if child is not None}
+    if named:  # an entry about a row this commit did not change (rare)
+        touched |= {i // CHUNK for i, row in enumerate(rows) if row.child_id in named}
     if not touched:
         return RowWrites()
     members = {rows[i].child_id: i // CHUNK for i in range(len(rows)) if i // CHUNK in touched}

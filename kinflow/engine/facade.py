@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kinflow.core import verbs
 from kinflow.core.context import Actor, Limits
@@ -34,6 +34,9 @@ from kinflow.engine.reads import DeployOutcome, Reader
 from kinflow.engine.transact import Clock, Planner, Transactor
 from kinflow.errors import DocumentExists
 from kinflow.storage.lake import Lake
+
+if TYPE_CHECKING:
+    from pymongo.asynchronous.client_session import AsyncClientSession
 
 
 def system_clock() -> datetime:
@@ -285,10 +288,11 @@ class Engine:
         """The instance as readers see it (registry rows and whole history included)."""
         return await self.reads.instance(instance_id)
 
-    async def assemble(self, document: dict[str, Any]) -> dict[str, Any]:
+    async def assemble(self, document: dict[str, Any],
+                       session: AsyncClientSession | None = None) -> dict[str, Any]:
         """A stored instance document as readers see it: its registry rows and whole
         history put back from their own documents (memoised by ``_rev``)."""
-        return await self.transact.rows.assemble(document)
+        return await self.transact.rows.assemble(document, session)
 
     async def available_actions(self, instance_id: str, *, actor: Actor | None = None
                                 ) -> list[Verdict]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -76,11 +75,13 @@ class RowStore:
 
     # ------------------------------------------------------------ readers
 
-    async def assemble(self, doc: dict[str, Any]) -> dict[str, Any]:
+    async def assemble(self, doc: dict[str, Any], session: AsyncClientSession | None = None
+                       ) -> dict[str, Any]:
         """``doc`` as readers see it (rows and whole history), when it has rows.
 
-        The chunks read for a parent are memoised by its ``(_id, _rev)``; the
-        document itself is always the one given.
+        The chunks read for a parent are memoised by its ``(_id, _rev)`` (the same
+        registry in every snapshot that has that ``_rev``); the document itself is
+        always the one given. ``session`` reads them in a caller's snapshot.
         """
         if not registry_rows.has_rows(doc):
             return doc
@@ -89,14 +90,11 @@ class RowStore:
         if chunks is not None:
             self._chunks.move_to_end(key)
         else:
-            chunks = await self.documents(str(doc["_id"]))
+            chunks = await self.documents(str(doc["_id"]), session)
             self._chunks[key] = chunks
             while len(self._chunks) > _ASSEMBLED:
                 self._chunks.popitem(last=False)
         return registry_rows.assemble(doc, chunks)
-
-    async def assemble_many(self, docs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [await self.assemble(doc) for doc in docs]
 
 
 def _parse_rows(rows: list[dict[str, Any]]) -> list[SubworkflowEntry]:

@@ -20,7 +20,6 @@ import strawberry
 from kinflow.core import readmodel
 from kinflow.core.errors import InstanceNotFound
 from kinflow.core.registry import Row, select
-from kinflow.core.rows import assemble, has_rows
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.gdr import check_document_id, format_gdr
 from kinflow.schema.cohorts import check_activity, cohort_rows, cohort_signature
@@ -42,7 +41,6 @@ from kinflow.schema.types import (
     instance_status,
 )
 from kinflow.storage import ChangeEvent, doc_topic
-from kinflow.storage.database import side_name
 
 Loader = Callable[[Any], Awaitable[Sequence[Doc]]]
 
@@ -104,10 +102,9 @@ def _family_loader(info: KInfo, parent_id: str) -> Loader:
 
     async def load(session: Any) -> list[Doc]:
         parent = await lake.find({"_id": parent_id}, dataset=dataset, session=session)
-        if parent and has_rows(parent[0]):  # its rows, from the same snapshot
-            rows = await lake.find({"parent": parent_id}, dataset=side_name(dataset, "rows"),
-                                   session=session)
-            parent = [assemble(parent[0], rows)]
+        if parent:  # with its rows, from the same snapshot
+            engine = await info.context.services.engine_over(dataset)
+            parent = [await engine.assemble(parent[0], session)]
         children = await lake.find({"_type": INSTANCE_TYPE, **readmodel.descendants_filter(gdr)},
                                    dataset=dataset, session=session)  # fmt: skip
         return parent + children
