@@ -154,6 +154,7 @@ class Profiling:
 
     spy_dir: Path | None = None
     opcounters: bool = False
+    slow_ms: int | None = None  # the lake's profiler: statements slower than this
     server_pid: int | None = None
     lake_pid: int | None = None
     spies: list[tuple[subprocess.Popen[bytes], Path]] = field(default_factory=list)
@@ -201,6 +202,30 @@ def cpu_snapshot(profiling: Profiling) -> dict[str, float]:
 async def opcounters(lake: AsyncMongoClient[dict[str, Any]]) -> Counter[str]:
     status = await lake.admin.command("serverStatus")
     return Counter({k: int(v) for k, v in (status.get("opcounters") or {}).items()})
+
+
+def statement_shape(entry: dict[str, Any]) -> str:
+    """A profiler entry as its operation, collection and the shape of its filter."""
+    command = entry.get("command") or {}
+    filter_ = command.get("filter") or command.get("q") or {}
+    if not filter_ and command.get("updates"):
+        filter_ = command["updates"][0].get("q") or {}
+    if not filter_ and command.get("pipeline"):
+        filter_ = (command["pipeline"][0] or {}).get("$match") or {}
+    keys = ",".join(sorted(filter_)) if isinstance(filter_, dict) else "?"
+    return f"{entry.get('op')} {entry.get('ns')} {{{keys}}}"
+
+
+async def slow_statements(lake: AsyncMongoClient[dict[str, Any]], slow_ms: int) -> str:
+    """The lake profiler's statements over ``slow_ms`` during the fires, by shape."""
+    by_shape: dict[str, list[float]] = {}
+    async for entry in lake.kinflow["system.profile"].find():
+        by_shape.setdefault(statement_shape(entry), []).append(float(entry.get("millis", 0)))
+    lines = [f"  lake statements slower than {slow_ms} ms during the fires:"]
+    for shape, millis in sorted(by_shape.items(), key=lambda kv: -sum(kv[1])):
+        lines.append(f"    {len(millis):5d}x  total {sum(millis):8.0f} ms  max {max(millis):6.0f}"
+                     f" ms  {shape}")
+    return "\n".join(lines)
 
 
 async def lake_requests(lake: AsyncMongoClient[dict[str, Any]]) -> int:
@@ -315,6 +340,8 @@ async def run_cohort(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, A
             result.latencies.append(time.perf_counter() - began)
 
     ops_at_fire = await opcounters(lake) if profiling.opcounters else Counter[str]()
+    if profiling.slow_ms is not None:
+        await lake.kinflow.command({"profile": 1, "slowms": profiling.slow_ms})
     profiling.start(size)
     cpu_at_fire = cpu_snapshot(profiling)
     started = time.perf_counter()
@@ -336,6 +363,9 @@ async def run_cohort(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, A
     stage = (await call(http, STAGE, {"id": parent_id}))["instance"]["currentStage"]
     if stage != "over":
         result.errors[f"parent-in-{stage}"] += 1
+    if profiling.slow_ms is not None:
+        await lake.kinflow.command({"profile": 0})
+        print(await slow_statements(lake, profiling.slow_ms), flush=True)
     result.lake_ops = await lake_requests(lake) - ops_before
     result.parent_writes = await count_parent_writes(lake, parent_id, since,
                                                      await operation_time(lake))
@@ -392,6 +422,9 @@ async def main() -> None:
                         help="a setting for the server (to compare against the defaults)")
     parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
                         help="sample the server and its lake during the fires into DIR")
+    parser.add_argument("--slow-ms", type=int, default=None, metavar="MS",
+                        help="turn the lake's profiler on during the fires and print the "
+                             "statements slower than MS, by shape")
     parser.add_argument("--opcounters", action="store_true",
                         help="print the lake's operations per fire by kind")
     args = parser.parse_args()
@@ -399,7 +432,8 @@ async def main() -> None:
     results = []
     for size in (int(s) for s in args.sizes.split(",")):
         print(f"cohort of {size:,} ...", flush=True)
-        profiling = Profiling(spy_dir=args.py_spy, opcounters=args.opcounters)
+        profiling = Profiling(spy_dir=args.py_spy, opcounters=args.opcounters,
+                              slow_ms=args.slow_ms)
         results.append(await one_size(size, args.callers, extra, profiling))
         r = results[-1]
         print(f"  spawn {r.spawn:.2f} s, complete {r.complete:.2f} s after the first fire, "

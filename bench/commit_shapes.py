@@ -1,14 +1,18 @@
 """What one child fire's commit costs the embedded lake, by the shape of its round trips.
 
 A child ``fireAction`` of the cohort benchmark commits as: find the child,
-fenced ``update`` (on ``_rev``), ``commitTransaction`` -- three round trips
-in one transaction. This replays that exact write (captured from a real
-engine fire on a real child document) on copies of the child, with
-``--tasks`` concurrent callers on distinct documents, in three shapes:
+``update`` by ``_id``, ``commitTransaction`` -- three round trips in one
+transaction, fenced by the transaction's snapshot. This replays that exact
+write (captured from a real engine fire on a real child document) on copies
+of the child, with ``--tasks`` concurrent callers on distinct documents, in
+four shapes:
 
-* ``txn``: find + fenced update + commit, in a transaction (today's shape);
-* ``plain``: find + fenced update, no transaction (the update is atomic and
-  fenced on ``_rev`` by itself; a miss is the same conflict);
+* ``txn``: find + update by ``_id`` + commit, in a transaction (the engine's);
+* ``txn, _rev filter``: the same with the update's filter fenced on ``_rev``
+  too (the engine's shape before: the embedded lake then tries every index
+  before its ``_id`` point lookup);
+* ``plain``: find + update fenced on ``_rev``, no transaction (the update is
+  atomic and fenced by itself; a miss is the same conflict);
 * ``update only``: the fenced update alone (the state already in memory).
 
 Printed per shape: commits/s, and the lake daemon's CPU milliseconds per
@@ -111,6 +115,14 @@ async def run(uri: str, pid: int, seconds: float, tasks: int, spy: Path | None,
             async with client.start_session() as session:
                 async with await session.start_transaction():
                     await coll.find_one({"_id": doc_id}, session=session)
+                    result = await coll.update_one({"_id": doc_id}, _fresh(ops),
+                                                   session=session)
+                    assert result.matched_count == 1
+
+        async def txn_rev(doc_id: str) -> None:
+            async with client.start_session() as session:
+                async with await session.start_transaction():
+                    await coll.find_one({"_id": doc_id}, session=session)
                     result = await coll.update_one({"_id": doc_id, "_rev": "r0"},
                                                    _fresh(ops), session=session)
                     assert result.matched_count == 1
@@ -134,6 +146,7 @@ async def run(uri: str, pid: int, seconds: float, tasks: int, spy: Path | None,
             await asyncio.wait_for(opened.wait(), 30)
             print(f"a change stream is open and drained ({watch})")
         for label, shape in (("txn: find + update + commit", txn),
+                             ("txn-rev: the same, _rev filter", txn_rev),
                              ("plain: find + update", plain),
                              ("update only", update_only)):
             await measure(label, shape, queue, pid, seconds, tasks, spy)

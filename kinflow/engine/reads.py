@@ -132,7 +132,7 @@ class Reader:
         """
         t = self.transact
         now = iso(t.clock())
-        # served by instance_due alone (a bounded range skips the instances without
+        # served by instance_due_at alone (a bounded range skips the instances without
         # a due time); completed and excluded ones are dropped here, since any other
         # predicate would make the embedded planner read every instance
         skip = set(exclude or ())

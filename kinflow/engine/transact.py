@@ -300,10 +300,15 @@ class Transactor:
             update, filters = targeted_update(mutation, document)
             sizes.check_write(mutation, document, update)
             if update:
+                # Fenced by the transaction, not by the filter: the instance was read
+                # in this transaction's snapshot, so a write committed since makes
+                # this update a write conflict, and the whole callback re-runs. A
+                # filter on _id alone is the lake's point lookup; {_id, _rev} makes
+                # the embedded lake try every index first (1 ms more of its CPU per
+                # commit, docs/performance.md).
                 mutation.instance.rev_ = await self.lake.update(
-                    mutation.instance.id_, update, expected_rev=expected_rev,
-                    dataset=self.dataset, session=session, array_filters=filters or None,
-                    now=now)
+                    mutation.instance.id_, update, dataset=self.dataset, session=session,
+                    array_filters=filters or None, now=now)
                 mutation.instance.updatedAt_ = iso(now)
                 if is_heavy or mutation.instance.rowCount:
                     self.keep(mutation.instance)  # reused only if this commits (its _rev)

@@ -125,9 +125,7 @@ class LakeDatabase:
             except PyMongoError as exc:
                 if "already exists" not in str(exc):
                     raise
-            specs = self._specs(name)
-            if specs:
-                await coll.create_indexes([spec.model() for spec in specs])
+            await _build_indexes(coll, self._specs(name))
         self._ready.add(name)
         return coll
 
@@ -148,7 +146,7 @@ class LakeDatabase:
         with self.bounded("declareIndexes"):
             for name in sorted(self._ready):
                 if check_collection(name)[1] == kind:
-                    await self.db[name].create_indexes([spec.model() for spec in added])
+                    await _build_indexes(self.db[name], added)
 
     async def ping(self, timeout: float = 5.0) -> bool:
         try:
@@ -209,3 +207,14 @@ class LakeDatabase:
     async def close(self) -> None:
         await self.client.close()
 
+
+async def _build_indexes(coll: AsyncCollection[Document], specs: list[IndexSpec]) -> None:
+    """Create ``specs`` on ``coll``, first dropping the older indexes they replace."""
+    if not specs:
+        return
+    retired = {old for spec in specs for old in spec.replaces}
+    if retired:
+        present = {index["name"] async for index in await coll.list_indexes()}
+        for old in sorted(retired & present):
+            await coll.drop_index(old)
+    await coll.create_indexes([spec.model() for spec in specs])

@@ -15,12 +15,17 @@ import pymongo
 
 @dataclass(frozen=True)
 class IndexSpec:
-    """One index every dataset gets; ``partial`` is a partialFilterExpression."""
+    """One index every dataset gets; ``partial`` is a partialFilterExpression.
+
+    ``replaces`` names older indexes this one supersedes (an index's options
+    cannot change under its name): they are dropped where this one is built.
+    """
 
     name: str
     keys: tuple[tuple[str, int], ...]
     unique: bool = False
     partial: Mapping[str, Any] | None = None
+    replaces: tuple[str, ...] = ()
 
     def model(self) -> pymongo.IndexModel:
         options: dict[str, Any] = {"name": self.name, "unique": self.unique}
