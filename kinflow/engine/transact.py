@@ -47,7 +47,6 @@ from kinflow.core.mutation import Mutation
 from kinflow.core.state import INSTANCE_TYPE, Instance, inline_history, parse_instance
 from kinflow.engine import ids, sizes
 from kinflow.engine.faults import Faults
-from kinflow.engine.indexes import INSTANCES
 from kinflow.engine.rowstore import RowStore
 from kinflow.gdr import to_gdr
 from kinflow.storage.lake import Lake
@@ -64,6 +63,7 @@ IO_ROUNDS = 32
 # leave the event loop: on a cohort parent they take 0.1-1 s (docs/performance.md),
 # which would stall every request the process serves meanwhile
 HEAVY_PARTS = 512
+CLEARS_PER_STATEMENT = 64  # honoured stamps cleared per lake statement
 _KEPT_HEAVY = 8  # heavy instances (cohort parents) kept parsed between commits, by _rev
 
 
@@ -323,13 +323,16 @@ class Transactor:
             await self.lake.create_many(mutation.creates[:self.limits.spawn_txn],
                                         dataset=self.dataset, session=session, now=now)
         if mutation.clears:
-            # honoured stamps. The owed children were read in this transaction by the
-            # same indexed filter, so this clears exactly them (a child that changed
-            # since gets a write conflict and the round re-runs with a fresh read)
-            await self.lake.update_many(
-                {**INSTANCES, "propagateTo": mutation.instance.id_},
-                {"$unset": {"propagateTo": "", "propagateToken": ""}},
-                dataset=self.dataset, session=session, now=now)
+            # honoured stamps: the children observed, read in this transaction (one
+            # that changed since gets a write conflict and the round re-runs with a
+            # fresh read). By id, a page per statement: on the embedded lake one long
+            # statement stalls every transaction (docs/performance.md)
+            honoured = [child_id for child_id, _ in mutation.clears]
+            for start in range(0, len(honoured), CLEARS_PER_STATEMENT):
+                await self.lake.update_many(
+                    {"_id": {"$in": honoured[start:start + CLEARS_PER_STATEMENT]}},
+                    {"$unset": {"propagateTo": "", "propagateToken": ""}},
+                    dataset=self.dataset, session=session, now=now)
 
     @staticmethod
     def _stored(instance: Instance, stored: dict[str, Any]) -> None:
