@@ -67,9 +67,10 @@ def rows_by_child(instance: Instance) -> dict[str, SubworkflowEntry]:
 
 def live_rows(instance: Instance) -> list[SubworkflowEntry]:
     """Unresolved rows whose child document should exist: a row still seeded while
-    its parent materialises may not have its child yet."""
+    its parent materialises may not have its child yet, a queued row has none."""
     return [r for r in instance.subworkflows
-            if r.resolved is None and not (instance.materialising and r.seed is not None)]
+            if r.resolved is None and not r.queued
+            and not (instance.materialising and r.seed is not None)]
 
 
 def expected_live(instance: Instance, seen: list[Observation]) -> list[str]:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kinflow.core import effects as fx
-from kinflow.core import readmodel, spawn
+from kinflow.core import readmodel, spawn, window
 from kinflow.core.actions import Spawner
 from kinflow.core.cascade import hop, next_evaluation_at
 from kinflow.core.cohorts import condemned
@@ -115,22 +115,64 @@ class Commit:
         return self.finish(replay=True)
 
     def spawner(self, instance: Instance, plan: Callable[[], list[spawn.ChildSeed]]) -> bool:
-        """This commit's ``Spawner``: every child created settled and registered."""
+        """This commit's ``Spawner``: every child created settled and registered, but
+        those beyond their cohort's window, registered queued (core/window.py)."""
+        active: dict[window.Cohort, int] | None = None
         for seed in plan():
+            key = (seed.activity, seed.entry_key)
+            cap = self._window(instance, seed)
+            if cap is not None:
+                active = window.active_counts(instance) if active is None else active
+                if active.get(key, 0) >= cap:
+                    spawn.register_queued(instance, self.ctx, seed)
+                    continue
             child, owed = settle_child(instance, seed, self.ctx)
             self.creates.append(child.to_document())
             if owed:
                 self.settle.append(seed.child_id)
             spawn.register(instance, self.ctx, seed, child)
+            if active is not None and not child.terminal:
+                active[key] = active.get(key, 0) + 1
         return True
 
+    def _window(self, instance: Instance, seed: spawn.ChildSeed) -> int | None:
+        own = window.setting(instance, (seed.activity, seed.entry_key))
+        if own is not None and own.maxActive is not None:
+            return own.maxActive
+        return window.declared_max(self.definition, seed.stage, seed.activity, seed.action)
+
+    def start_queued(self, index: int) -> bool:
+        """Create the child of queued row ``index`` as a spawn would; whether it is live."""
+        m, ctx = self.m, self.ctx
+        row = m.subworkflows[index]
+        assert row.seed is not None
+        child_doc = ctx.definition(row.definition, row.seed.version)
+        if child_doc is None:  # undeployed since the spawn: the row can never start
+            window.skip(m, ctx, index, detail="definition-unresolved")
+            return False
+        child, owed = settle_child(m, spawn.reseed(m, row, child_doc, ctx), ctx)
+        self.creates.append(child.to_document())
+        if owed:
+            self.settle.append(child.id_)
+        spawn.start_row(m, ctx, index, child)
+        return not child.terminal
+
+    def fill_windows(self) -> bool:
+        """Start queued rows where their window has room; whether a started child
+        finished at once (the parent's gates then owe an evaluation)."""
+        before = len(self.creates)
+        window.fill(self.m, self.definition, self.ctx, self.start_queued)
+        return any(doc.get("completedAt") for doc in self.creates[before:])
+
     def cascade_once(self) -> None:
+        self.fill_windows()  # the hop's gates see the window as full as it can be
         self.hopped = True
         self.moves += settle(self.m, self.definition, self.ctx, self.spawner, budget=1).moves
 
     def finish(self, *, replay: bool = False, insert: bool = False, result: Any = None,
                clears: list[tuple[str, str]] | None = None) -> Mutation:
         m = self.m
+        owes_hop = self.fill_windows()  # whatever this commit resolved frees its place
         new_history = m.history[self.history_start:]
         rows = row_writes(m, self.rows_base, new_history, self.history_start)
         if m.subworkflows:
@@ -141,7 +183,7 @@ class Commit:
         if changed:
             m.lastChangedAt = self.ctx.now_iso
         finalise(m, self.definition, self.ctx)
-        if self.moves and not m.terminal:
+        if (self.moves or owes_hop) and not m.terminal:
             m.nextEvaluationAt = self.ctx.now_iso  # a hop is owed: the heartbeat finishes it
         owed = self.before.get("nextEvaluationAt")
         if not self.hopped and owed and not m.terminal:

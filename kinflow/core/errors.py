@@ -17,6 +17,7 @@ __all__ = [
     "ActivityNotFinished",
     "ActivityNotFound",
     "CascadeLimit",
+    "CohortNotFound",
     "ConcurrentModification",
     "ContractViolation",
     "DefinitionInvalid",
@@ -276,6 +277,13 @@ class ReservedType(KinflowError):
     """Content writes may not create, replace or delete engine-owned documents."""
 
     code = "reserved-type"
+
+
+class CohortNotFound(KinflowError):
+    """No cohort of that activity: the parent never spawned for it, or its definition has
+    no such activity."""
+
+    code = "cohort-not-found"
 
 
 class InjectedFault(Exception):

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 Doc = Mapping[str, Any]
 Status = Literal["active", "completed", "aborted"]
-RowStatus = Literal["active", "done", "aborted"]
+RowStatus = Literal["active", "done", "aborted", "queued"]  # queued: waiting in a window
 
 ACTIVE: Status = "active"
 COMPLETED: Status = "completed"

@@ -33,6 +33,8 @@ def row_view(row: SubworkflowEntry, open_key: str | None) -> dict[str, Any]:
     if row.resolved is not None:
         status = "aborted" if row.resolved.aborted else "done"
         stage = row.resolved.stage
+    elif row.queued:
+        status, stage = "queued", None
     elif row.observed is not None:
         status, stage = row.observed.status, row.observed.stage
     else:
@@ -66,7 +68,7 @@ class Row:
     action: str
     definition: str
     current: bool
-    status: str  # a readmodel.RowStatus: active | done | aborted
+    status: str  # a readmodel.RowStatus: active | done | aborted | queued
     stage: str | None
     spawned_at: str
     condemned: bool
@@ -128,7 +130,7 @@ def _registry_rows(parent: Doc) -> list[Row]:
 
 def overlay(row: Row, child: Doc | None) -> Row:
     """``row`` with the live status and stage of ``child`` (a resolved row is final)."""
-    if row.resolved or child is None:
+    if row.resolved or child is None or row.status == "queued":
         return row
     return replace(row, status=row_status(child), stage=child.get("currentStage"))
 
@@ -156,13 +158,14 @@ class CohortCounts:
     active: int
     done: int
     aborted: int
+    queued: int = 0  # rows waiting in the cohort's window (not settled)
 
     @property
     def settled(self) -> bool:
-        return self.total > 0 and self.active == 0
+        return self.total > 0 and self.active == 0 and self.queued == 0
 
 
 def count(rows: list[Row]) -> CohortCounts:
     statuses = [r.status for r in rows]
     return CohortCounts(len(rows), statuses.count("active"), statuses.count("done"),
-                        statuses.count("aborted"))  # fmt: skip
+                        statuses.count("aborted"), queued=statuses.count("queued"))  # fmt: skip

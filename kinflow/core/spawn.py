@@ -272,6 +272,42 @@ def reseed(parent: Instance, row: SubworkflowEntry, child_doc: dict[str, Any],
     )
 
 
+def register_queued(instance: Instance, ctx: PlanContext, seed: ChildSeed) -> None:
+    """Add the row of a planned child that waits in its cohort's window (core/window.py):
+    its id and seed, and no child document until ``start_row``."""
+    row = SubworkflowEntry.model_validate({
+        "_key": ctx.new_key(), "activity": seed.activity, "action": seed.action,
+        "definition": seed.definition, "stageEntry": seed.entry_key,
+        "cohortStage": seed.stage, "rowKey": seed.row_key,
+        "ref": {"id": ctx.gdr(seed.child_id), "type": INSTANCE_TYPE},
+        "spawnedAt": ctx.now_iso, "queued": True,
+    })
+    row = row.model_copy(update={"seed": SpawnSeed(
+        version=int(seed.definition_doc.get("version", 1)), fields=seed.inputs,
+        context=seed.context)})
+    instance.subworkflows.append(row)
+    record(instance, ctx, "spawned", activity=seed.activity, instanceRef=row.ref.to_json(),
+           rowKey=seed.row_key, actor=ctx.actor.to_json(), queued=True)
+
+
+def start_row(instance: Instance, ctx: PlanContext, index: int, child: Instance) -> None:
+    """Row ``index`` left the window's queue: its child ``child`` now exists."""
+    row = instance.subworkflows[index]
+    status, stage = child.observable
+    changes: dict[str, Any] = {
+        "queued": None, "observed": ObservedChild(status=status, stage=stage, at=ctx.now_iso)}
+    if child.terminal:
+        changes["resolved"] = ResolvedRow(at=child.completedAt or ctx.now_iso,
+                                          stage=child.currentStage,
+                                          aborted=True if child.abortedAt else None)
+    replace_row(instance, index, **changes)
+    record(instance, ctx, "subworkflowStarted", activity=row.activity,
+           instanceRef=row.ref.to_json(), rowKey=row.rowKey)
+    if child.terminal:
+        record(instance, ctx, "subworkflowResolved", activity=row.activity,
+               instanceRef=row.ref.to_json(), status=status)
+
+
 def register(instance: Instance, ctx: PlanContext, seed: ChildSeed, child: Instance) -> None:
     """Add the registry row of a planned child, stamped with what the child is now."""
     status, stage = child.observable

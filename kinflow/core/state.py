@@ -156,6 +156,7 @@ class SubworkflowEntry(Part):
     resolved: ResolvedRow | None = None
     observed: ObservedChild | None = None
     seed: SpawnSeed | None = None  # set while the child may still need materialising
+    queued: bool | None = None  # waiting in its cohort's window: no child document yet
 
     @property
     def child_id(self) -> str:
@@ -164,6 +165,15 @@ class SubworkflowEntry(Part):
     @property
     def live(self) -> bool:
         return self.resolved is None
+
+
+class CohortWindow(Part):
+    """An operator's setting for one cohort (``updateCohort``), keyed by the visit that
+    spawned it; without one the spawn block's ``maxActive`` applies (core/window.py)."""
+
+    activity: str
+    stageEntry: str
+    maxActive: int | None = None
 
 
 class ContextEntry(Part):
@@ -252,6 +262,7 @@ class Instance(Part):
     # where the registry lives (core/rows.py): rows and their history entries are
     # documents of their own; the instance keeps how many there are
     rowCount: int | None = None  # registry rows stored beside the instance
+    cohorts: list[CohortWindow] | None = None  # operators' cohort settings (updateCohort)
     startedAt: str
     lastChangedAt: str
     completedAt: str | None = None
@@ -328,7 +339,7 @@ class Instance(Part):
         return doc
 
 
-ROW_HISTORY = frozenset({"spawned", "subworkflowResolved"})
+ROW_HISTORY = frozenset({"spawned", "subworkflowStarted", "subworkflowResolved"})
 """History entry types stored on the registry row they name (by ``instanceRef``)."""
 
 

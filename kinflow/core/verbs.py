@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kinflow.core import effects as fx
+from kinflow.core import window
 from kinflow.core.actions import fire
 from kinflow.core.cohorts import Observation, apply_observations
 from kinflow.core.commit import Commit, StartInstance, plan_create
@@ -27,6 +28,7 @@ from kinflow.core.errors import (
     ActionNotFound,
     ActivityNotFinished,
     ActivityNotFound,
+    CohortNotFound,
     EditFieldDenied,
     EditModeInvalid,
     FieldNotFound,
@@ -54,12 +56,14 @@ from kinflow.define.models import (
     UnsetOp,
     find_action,
 )
+from kinflow.errors import InvalidInput
 
 __all__ = [
     "AbortInstance", "CompleteEffect", "EditField", "FireAction", "ResetActivity",
-    "SetStage", "StartInstance", "plan_abort", "plan_claim_effect", "plan_complete_effect",
+    "SetStage", "StartInstance", "UpdateCohort", "plan_abort", "plan_claim_effect",
+    "plan_complete_effect",
     "plan_create", "plan_edit_field", "plan_fire_action", "plan_hop", "plan_observe",
-    "plan_reset_activity", "plan_set_stage", "plan_start", "plan_sweep",
+    "plan_reset_activity", "plan_set_stage", "plan_start", "plan_sweep", "plan_update_cohort",
 ]
 
 
@@ -396,4 +400,40 @@ def plan_reset_activity(state: Instance, verb: ResetActivity, ctx: PlanContext) 
     remember(m, ctx, verb.idempotency_key, "resetActivity", args)
     set_activity_status(m, ctx, verb.activity, verb.to)
     commit.cascade_once()
+    return commit.finish()
+
+
+# ---- cohort control ----
+
+
+@dataclass(slots=True)
+class UpdateCohort:
+    activity: str
+    max_active: int | None = None  # None leaves the window as it is
+
+
+def plan_update_cohort(state: Instance, verb: UpdateCohort, ctx: PlanContext) -> Mutation:
+    """Set an operator's window on the activity's latest spawning visit.
+
+    Raising it starts queued rows in this very commit (``Commit.finish`` fills
+    windows); lowering it starts nothing and lets running children finish.
+    """
+    if verb.max_active is not None and (
+            isinstance(verb.max_active, bool) or not isinstance(verb.max_active, int)
+            or verb.max_active < 1):
+        raise InvalidInput("maxActive must be an integer of at least 1", field="maxActive",
+                           value=verb.max_active, reason="range")
+    commit = Commit(state, ctx)
+    m = commit.m
+    visit = window.latest_visit(m, verb.activity)
+    if visit is None:
+        raise CohortNotFound(
+            f"instance {state.id_!r} never spawned a cohort for activity {verb.activity!r}",
+            parentId=state.id_, activity=verb.activity)
+    if verb.max_active is not None:
+        current = window.setting(m, (verb.activity, visit))
+        if current is None or current.maxActive != verb.max_active:
+            window.set_max_active(m, (verb.activity, visit), verb.max_active)
+            record(m, ctx, "cohortUpdated", activity=verb.activity, stageEntry=visit,
+                   maxActive=verb.max_active, actor=ctx.actor.to_json())
     return commit.finish()

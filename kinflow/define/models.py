@@ -157,6 +157,8 @@ class SpawnBlock(Stored):
     with_: dict[str, str] | None = Field(default=None, alias="with")
     context: dict[str, str] | None = None
     onExit: Literal["detach", "abort"] | None = None
+    # the window: at most this many children of the cohort live at once (core/window.py)
+    maxActive: Annotated[int, Field(strict=True, ge=1)] | None = None
 
 
 # ---- the tree ----

@@ -200,6 +200,15 @@ class Engine:
         return await self._verb(instance_id, "setStage", actor,
                                 lambda s, c: verbs.plan_set_stage(s, verb, c))
 
+    async def update_cohort(self, parent_id: str, activity: str, *,
+                            max_active: int | None = None,
+                            actor: Actor | None = None) -> Instance:
+        """Change a cohort's window (core/window.py); the parent as it is afterwards."""
+        verb = verbs.UpdateCohort(activity, max_active)
+        result = await self._verb(parent_id, "updateCohort", actor,
+                                  lambda s, c: verbs.plan_update_cohort(s, verb, c))
+        return result.instance
+
     async def reset_activity(self, instance_id: str, activity: str, *, to: str = "active",
                              idempotency_key: str | None = None,
                              actor: Actor | None = None) -> OperationResult:

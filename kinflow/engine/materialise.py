@@ -85,7 +85,7 @@ class Materialiser:
     async def finish(self, parent: Instance, actor: Actor) -> int:
         """Create the children a large spawn registered but a crash left uncreated."""
         t = self.transact
-        seeded = [r for r in parent.subworkflows if r.seed is not None]
+        seeded = [r for r in parent.subworkflows if r.seed is not None and not r.queued]
         if not parent.materialising or not seeded:
             return 0
         exists = await existing_ids(t.lake, t.dataset, [r.child_id for r in seeded])

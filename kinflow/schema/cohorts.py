@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from kinflow.core.definitions import definition_id
+from kinflow.core.errors import CohortNotFound
 from kinflow.core.registry import Row, select
-from kinflow.schema.errors import CohortNotFound
 from kinflow.schema.loaders import Doc, Loaders
 
 

@@ -42,12 +42,6 @@ class SubscriptionLagged(KinflowError):
     code = "subscription-lagged"
 
 
-class CohortNotFound(KinflowError):
-    """The parent's definition has no activity of that name, so no cohort can ever exist."""
-
-    code = "cohort-not-found"
-
-
 def _limit_error(error: GraphQLError) -> GraphQLError | None:
     for name, pattern in zip(_LIMIT_NAMES, _LIMIT_MESSAGES, strict=True):
         match = pattern.search(error.message)

@@ -1,0 +1,145 @@
+"""A cohort's window of active children (``spawn.maxActive``; pure, no I/O).
+
+A cohort is the rows one activity spawned in one stage visit (``activity``,
+``stageEntry``). With a window, a spawn creates children up to the limit and
+registers the rest as *queued*: the row carries its deterministic child id and
+its ``seed`` (the ``with`` and ``context`` values, the pinned child version)
+and no child document exists. Every commit of the parent ends by filling its
+windows (``Commit.finish`` calls ``fill``): while a cohort has fewer live
+children than its limit, its next queued rows start in registry (``forEach``)
+order. Rows only change in the parent's fenced commit, so concurrent finishes
+and several workers can never start a row twice or overfill a window, and a
+stamp that resolves a row starts its successor in the same transaction.
+
+The limit is the operator's setting for the cohort (``Instance.cohorts``,
+written by ``updateCohort``), else the spawn block's ``maxActive``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kinflow.core.context import PlanContext
+from kinflow.core.history import record
+from kinflow.core.rows import replace_row
+from kinflow.core.state import CohortWindow, Instance, ResolvedRow, SubworkflowEntry
+from kinflow.define.models import WorkflowDefinition, find_action
+
+Cohort = tuple[str, str]  # (activity, stage entry key)
+
+SKIPPED = "queued-skipped"
+"""``resolved.detail`` of a queued row condemned before its child existed."""
+
+
+def cohort_of(row: SubworkflowEntry) -> Cohort:
+    return row.activity, row.stageEntry
+
+
+def declared_max(definition: WorkflowDefinition, stage: str, activity: str,
+                 action: str | None = None) -> int | None:
+    """The ``maxActive`` the definition declares for a cohort (the action's spawn block,
+    else the first spawning action of the activity that declares one)."""
+    found = definition.activity(stage, activity)
+    if found is None:
+        return None
+    if action is not None:
+        named = find_action(found, action)
+        if named is not None and named.spawn is not None:
+            return named.spawn.maxActive
+    for candidate in found.actions or []:
+        if candidate.spawn is not None and candidate.spawn.maxActive is not None:
+            return candidate.spawn.maxActive
+    return None
+
+
+def setting(instance: Instance, cohort: Cohort) -> CohortWindow | None:
+    for entry in instance.cohorts or []:
+        if (entry.activity, entry.stageEntry) == cohort:
+            return entry
+    return None
+
+
+def limit(instance: Instance, definition: WorkflowDefinition, row: SubworkflowEntry
+          ) -> int | None:
+    """The window of ``row``'s cohort: ``None`` is no window."""
+    own = setting(instance, cohort_of(row))
+    if own is not None and own.maxActive is not None:
+        return own.maxActive
+    return declared_max(definition, row.cohortStage, row.activity, row.action)
+
+
+def occupies(row: SubworkflowEntry) -> bool:
+    """Whether a row holds a place in its window: a child that exists and is live."""
+    return row.resolved is None and not row.queued
+
+
+def active_counts(instance: Instance) -> dict[Cohort, int]:
+    counts: dict[Cohort, int] = {}
+    for row in instance.subworkflows:
+        if occupies(row):
+            key = cohort_of(row)
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
+         start: Callable[[int], bool]) -> int:
+    """Start queued rows while their cohort has room; returns how many started.
+
+    ``start(index)`` creates row ``index``'s child and returns whether it still
+    occupies the window (a child that finished at creation does not). A queued row
+    already condemned (its visit left with ``onExit: abort``, its parent aborted)
+    never starts: it is resolved as aborted at once, with no child to drain.
+    """
+    rows = instance.subworkflows
+    if not any(row.queued for row in rows):
+        return 0
+    active = active_counts(instance)
+    limits: dict[Cohort, int | None] = {}
+    started = 0
+    for index, row in enumerate(rows):
+        if not row.queued or row.resolved is not None:
+            continue
+        if row.abortPending is not None:
+            skip(instance, ctx, index, detail=SKIPPED)
+            continue
+        key = cohort_of(row)
+        if key not in limits:
+            limits[key] = limit(instance, definition, row)
+        cap = limits[key]
+        if cap is not None and active.get(key, 0) >= cap:
+            continue
+        started += 1
+        if start(index):
+            active[key] = active.get(key, 0) + 1
+    return started
+
+
+def skip(instance: Instance, ctx: PlanContext, index: int, *, detail: str) -> None:
+    """Resolve a queued row as aborted without ever creating its child."""
+    row = instance.subworkflows[index]
+    replace_row(instance, index, queued=None,
+                resolved=ResolvedRow(at=ctx.now_iso, aborted=True, detail=detail))
+    record(instance, ctx, "subworkflowResolved", activity=row.activity,
+           instanceRef=row.ref.to_json(), status="aborted", detail=detail)
+
+
+def set_max_active(instance: Instance, cohort: Cohort, max_active: int) -> None:
+    """Store an operator's window for ``cohort`` on the parent (``updateCohort``)."""
+    kept = [entry for entry in instance.cohorts or []
+            if (entry.activity, entry.stageEntry) != cohort]
+    own = setting(instance, cohort)
+    updated = (own.model_copy(update={"maxActive": max_active}) if own is not None
+               else CohortWindow(activity=cohort[0], stageEntry=cohort[1],
+                                 maxActive=max_active))
+    instance.cohorts = [*kept, updated]
+
+
+def latest_visit(instance: Instance, activity: str) -> str | None:
+    """The stage entry key of the activity's latest spawning visit, ``None`` if it never
+    spawned."""
+    order = {entry.key_: place for place, entry in enumerate(instance.stages)}
+    visits = {row.stageEntry for row in instance.subworkflows if row.activity == activity}
+    if not visits:
+        return None
+    return max(visits, key=lambda key: order.get(key, -1))
