@@ -159,6 +159,11 @@ class Settings(BaseSettings):
         description="Largest workflow definition deploy accepts, as JSON bytes "
         "(definition-too-large).",
     )
+    max_row_output_bytes: int = Field(
+        default=16 * 1024, ge=2,
+        description="Largest outputs a finished child copies onto its parent's registry row, "
+        "as JSON bytes; larger ones leave outputs null and outputsError output-too-large.",
+    )
 
     # -- the GraphQL API ---------------------------------------------------
     api_tokens: str | None = Field(

@@ -29,7 +29,7 @@ INSTANCE_FIELDS = """
   id definition version status currentStage nextEvaluationAt revision
   activities { name status firedActions }
   subworkflows { rowKey activity action definition current status stage childId condemned
-    abortReason }
+    abortReason outcome outputs outputsError }
 """
 
 

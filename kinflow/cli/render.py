@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.tree import Tree
 
 from kinflow.errors import KinflowError
@@ -20,6 +22,8 @@ STATUS_STYLE = {
     "done": "green",
     "skipped": "dim",
     "failed": "red",
+    "succeeded": "green",
+    "aborted": "red",
 }
 
 
@@ -75,7 +79,7 @@ def build_tree(
             flags = _row_flags(row, str(view.get("status")))
             label = (
                 f"row {row['rowKey']}: {styled(str(row['status']))} "
-                f"stage {row.get('stage') or '-'}{flags}"
+                f"stage {row.get('stage') or '-'}{_outcome(row)}{flags}"
             )
             if child is not None and str(child["id"]) not in seen:
                 sub = cohort.add(label)
@@ -83,6 +87,20 @@ def build_tree(
             else:
                 cohort.add(label + f"  [dim]{row['childId']}[/dim]")
     return node
+
+
+def _outcome(row: Mapping[str, Any]) -> str:
+    """A finished row's outcome, and its outputs (or why they are missing)."""
+    outcome = row.get("outcome")
+    if not outcome:
+        return ""
+    text = f" {styled(str(outcome))}"
+    if row.get("outputsError"):
+        text += f" [red](outputs: {row['outputsError']})[/red]"
+    elif row.get("outputs") is not None:
+        shown = json.dumps(row["outputs"], separators=(",", ":"), default=str)
+        text += f" [dim]{escape(shown[:80] + ('…' if len(shown) > 80 else ''))}[/dim]"
+    return text
 
 
 def _row_flags(row: Mapping[str, Any], parent_status: str) -> str:

@@ -5,8 +5,10 @@ parent's rows, purely. An ``Observation`` is one child's status and stage as
 read from its document (or ``missing`` when the document is gone). Applying
 observations to a parent:
 
-* a terminal child stamps ``resolved`` on its live row, once, with a
-  ``subworkflowResolved`` history row; a resolved row is never changed again;
+* a terminal child stamps ``resolved`` on its live row, once, with its
+  ``outcome`` and ``outputs`` (``core/outcomes.py``, read from the child's
+  ``result``) and a ``subworkflowResolved`` history row; a resolved row is
+  never changed again;
 * a live child refreshes the row's ``observed`` (what ``$subworkflows``
   reads for ``status``/``stage``), so parent gates never read child documents;
 * a missing child resolves its live row as ``aborted`` with detail
@@ -23,9 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kinflow.core import readmodel
+from kinflow.core import outcomes, readmodel
 from kinflow.core.context import PlanContext
 from kinflow.core.history import record
+from kinflow.core.outcomes import Finished
 from kinflow.core.rows import replace_row
 from kinflow.core.state import Instance, ObservedChild, ResolvedRow, SubworkflowEntry
 
@@ -41,6 +44,7 @@ class Observation:
     stage: str | None = None
     completed_at: str | None = None
     token: str | None = None  # the child's pending-propagation token this clears
+    finished: Finished | None = None  # outcome and outputs, once the child finished
 
     @classmethod
     def of(cls, document: dict[str, object]) -> Observation:
@@ -50,7 +54,7 @@ class Observation:
         token = document.get("propagateToken")
         return cls(str(document["_id"]), status, stage if isinstance(stage, str) else None,
                    completed if isinstance(completed, str) else None,
-                   token if isinstance(token, str) else None)
+                   token if isinstance(token, str) else None, Finished.of(document))
 
     @classmethod
     def missing(cls, child_id: str) -> Observation:
@@ -58,7 +62,7 @@ class Observation:
 
 
 OBSERVATION_FIELDS = {"_id": 1, "currentStage": 1, "completedAt": 1, "abortedAt": 1,
-                      "propagateToken": 1}
+                      "propagateToken": 1, "result": 1}
 
 
 def rows_by_child(instance: Instance) -> dict[str, SubworkflowEntry]:
@@ -102,9 +106,11 @@ def apply_observations(instance: Instance, ctx: PlanContext,
             continue
         if row.resolved is not None or place is None:
             continue
+        limit = ctx.limits.row_output_bytes
         if seen.status == MISSING:
             replace_row(instance, place, resolved=ResolvedRow(
-                at=ctx.now_iso, aborted=True, detail="child-missing"))
+                at=ctx.now_iso, aborted=True, detail="child-missing"),
+                **outcomes.MISSING.row_changes(limit))
             record(instance, ctx, "subworkflowResolved", activity=row.activity,
                    instanceRef=row.ref.to_json(), status="aborted", detail="child-missing")
             continue
@@ -112,9 +118,12 @@ def apply_observations(instance: Instance, ctx: PlanContext,
         if seen.status not in ("done", "aborted"):
             replace_row(instance, place, observed=observed)
         else:
+            finished = seen.finished or Finished(
+                outcomes.ABORTED if seen.status == "aborted" else outcomes.SUCCEEDED)
             replace_row(instance, place, observed=observed, resolved=ResolvedRow(
                 at=seen.completed_at or ctx.now_iso, stage=seen.stage,
-                aborted=True if seen.status == "aborted" else None))
+                aborted=True if seen.status == "aborted" else None),
+                **finished.row_changes(limit))
             record(instance, ctx, "subworkflowResolved", activity=row.activity,
                    instanceRef=row.ref.to_json(), status=seen.status)
     return honoured

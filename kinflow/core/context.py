@@ -73,6 +73,7 @@ class Limits:
     groq_max_length: int | None = 100_000
     groq_max_fetched: int | None = 100_000
     definition_bytes: int = 1024 * 1024
+    row_output_bytes: int = 16 * 1024  # a finished child's outputs on its row (outcomes.py)
     # the monotonic clock a GROQ timeout is measured on: the shell sets it (the
     # core reads no clock); without it a query has no deadline
     budget_clock: Callable[[], float] | None = None
@@ -89,7 +90,8 @@ class Limits:
                    groq_max_scanned=settings.groq_max_scanned or None,
                    groq_max_length=settings.groq_max_query_length or None,
                    groq_max_fetched=settings.groq_max_fetched or None,
-                   definition_bytes=settings.max_definition_bytes)
+                   definition_bytes=settings.max_definition_bytes,
+                   row_output_bytes=settings.max_row_output_bytes)
 
     def groq_budget(self) -> Budget:
         """A fresh budget for one lake query, timed on ``budget_clock`` if one is set."""

@@ -17,6 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kinflow.core import outcomes
 from kinflow.core.readmodel import RowStatus, row_status
 from kinflow.core.state import Instance, StageEntry, SubworkflowEntry, parse_instance
 
@@ -49,7 +50,18 @@ def row_view(row: SubworkflowEntry, open_key: str | None) -> dict[str, Any]:
         "status": status,
         "stage": stage,
         "spawnedAt": row.spawnedAt,
+        **outcome_view(row),
     }
+
+
+def outcome_view(row: SubworkflowEntry) -> dict[str, Any]:
+    """How the row's child finished (core/outcomes.py) and which attempt it is. A row
+    resolved before outcomes were stamped reads ``aborted`` or ``succeeded``."""
+    outcome = row.outcome
+    if outcome is None and row.resolved is not None:
+        outcome = outcomes.ABORTED if row.resolved.aborted else outcomes.SUCCEEDED
+    return {"outcome": outcome, "outputs": row.outputs, "outputsError": row.outputsError,
+            "attempt": row.attempt or 1, "previousChildIds": list(row.previousChildIds or [])}
 
 
 def subworkflow_rows(instance: Instance, entry: StageEntry | None) -> list[dict[str, Any]]:
@@ -77,6 +89,11 @@ class Row:
     child_id: str
     resolved: bool
     stage_entry: str = ""  # the key of the stage visit that spawned the row
+    outcome: str | None = None  # succeeded | failed | aborted once finished (core/outcomes.py)
+    outputs: dict[str, Any] | None = None
+    outputs_error: str | None = None
+    attempt: int = 1
+    previous_child_ids: tuple[str, ...] = ()
 
 
 _CACHE: OrderedDict[tuple[str, str], list[Row]] = OrderedDict()
@@ -124,6 +141,11 @@ def _registry_rows(parent: Doc) -> list[Row]:
             child_id=view["_id"],
             resolved=entry.resolved is not None,
             stage_entry=entry.stageEntry,
+            outcome=view["outcome"],
+            outputs=view["outputs"],
+            outputs_error=view["outputsError"],
+            attempt=view["attempt"],
+            previous_child_ids=tuple(view["previousChildIds"]),
         ))  # fmt: skip
     return rows
 
@@ -132,7 +154,12 @@ def overlay(row: Row, child: Doc | None) -> Row:
     """``row`` with the live status and stage of ``child`` (a resolved row is final)."""
     if row.resolved or child is None or row.status == "queued":
         return row
-    return replace(row, status=row_status(child), stage=child.get("currentStage"))
+    finished = outcomes.Finished.of(child)
+    if finished is None:
+        return replace(row, status=row_status(child), stage=child.get("currentStage"))
+    return replace(row, status=row_status(child), stage=child.get("currentStage"),
+                   outcome=finished.outcome, outputs=finished.outputs,
+                   outputs_error=finished.outputs_error)
 
 
 def select(
@@ -159,6 +186,7 @@ class CohortCounts:
     done: int
     aborted: int
     queued: int = 0  # rows waiting in the cohort's window (not settled)
+    failed: int = 0  # rows whose outcome is failed or aborted (what a budget counts)
 
     @property
     def settled(self) -> bool:
@@ -168,4 +196,6 @@ class CohortCounts:
 def count(rows: list[Row]) -> CohortCounts:
     statuses = [r.status for r in rows]
     return CohortCounts(len(rows), statuses.count("active"), statuses.count("done"),
-                        statuses.count("aborted"), queued=statuses.count("queued"))  # fmt: skip
+                        statuses.count("aborted"), queued=statuses.count("queued"),
+                        failed=sum(1 for r in rows if r.outcome in outcomes.FAILING)
+                        )  # fmt: skip

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kinflow import groq
+from kinflow.core import outcomes
 from kinflow.core.conditions import SNAPSHOT_MAX_SCANNED, Renderer
 from kinflow.core.context import PlanContext
 from kinflow.core.errors import (
@@ -300,6 +301,7 @@ def start_row(instance: Instance, ctx: PlanContext, index: int, child: Instance)
         changes["resolved"] = ResolvedRow(at=child.completedAt or ctx.now_iso,
                                           stage=child.currentStage,
                                           aborted=True if child.abortedAt else None)
+    changes.update(outcomes.row_changes_of(child, ctx.limits.row_output_bytes))
     replace_row(instance, index, **changes)
     record(instance, ctx, "subworkflowStarted", activity=row.activity,
            instanceRef=row.ref.to_json(), rowKey=row.rowKey)
@@ -326,6 +328,7 @@ def register(instance: Instance, ctx: PlanContext, seed: ChildSeed, child: Insta
         changes["resolved"] = ResolvedRow(at=child.completedAt or ctx.now_iso,
                                           stage=child.currentStage,
                                           aborted=True if child.abortedAt else None)
+    changes.update(outcomes.row_changes_of(child, ctx.limits.row_output_bytes))
     row = row.model_copy(update=changes)
     instance.subworkflows.append(row)
     record(instance, ctx, "spawned", activity=seed.activity, instanceRef=row.ref.to_json(),

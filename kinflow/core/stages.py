@@ -13,6 +13,7 @@ do, then call ``move``.
 
 from __future__ import annotations
 
+from kinflow.core import outcomes
 from kinflow.core.conditions import Outcome, Renderer
 from kinflow.core.context import PlanContext
 from kinflow.core.fields import materialise
@@ -68,6 +69,8 @@ def open_visit(instance: Instance, definition: WorkflowDefinition, stage: Stage,
         entry.activities.append(built)
     if stage.terminal:
         instance.completedAt = ctx.now_iso
+        instance.result = outcomes.finish(instance, definition, stage,
+                                          ctx.limits.row_output_bytes)
     return entry
 
 

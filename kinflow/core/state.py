@@ -124,6 +124,15 @@ class ObservedChild(Part):
     at: str
 
 
+class ChildResult(Part):
+    """How an instance finished, written by its terminal commit for its parent's row
+    (core/outcomes.py): the terminal stage's ``outcome`` and the declared outputs."""
+
+    outcome: str
+    outputs: dict[str, Any] | None = None
+    outputsError: str | None = None
+
+
 class SpawnSeed(Part):
     """What rebuilds a child that a large spawn registered but did not create yet."""
 
@@ -157,6 +166,12 @@ class SubworkflowEntry(Part):
     observed: ObservedChild | None = None
     seed: SpawnSeed | None = None  # set while the child may still need materialising
     queued: bool | None = None  # waiting in its cohort's window: no child document yet
+    # how the child finished (core/outcomes.py): stamped with ``resolved``, in its commit
+    outcome: str | None = None  # succeeded | failed | aborted; None while live
+    outputs: dict[str, Any] | None = None  # the child's declared outputs
+    outputsError: str | None = None  # why ``outputs`` is None although declared
+    attempt: int | None = None  # None reads as 1 (redrive counts attempts)
+    previousChildIds: list[str] | None = None  # None reads as [] (earlier attempts' children)
 
     @property
     def child_id(self) -> str:
@@ -267,6 +282,7 @@ class Instance(Part):
     lastChangedAt: str
     completedAt: str | None = None
     abortedAt: str | None = None
+    result: ChildResult | None = None  # set by the commit that completes it (core/outcomes.py)
     nextEvaluationAt: str | None = None
     watch: list[str] = Field(default_factory=list)
     startedBy: ActorModel | None = None

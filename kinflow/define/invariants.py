@@ -99,6 +99,20 @@ class InvariantChecker:
                 self.add(path, f"effect name {name!r} is declared twice in this definition")
             seen.add(name)
         self._check_reachability()
+        self._check_outputs()
+
+    def _check_outputs(self) -> None:
+        """``outputs`` name workflow-scope fields, each once (what a parent's row gets)."""
+        outputs = self.model.outputs
+        if outputs is None:
+            return
+        seen: set[str] = set()
+        for i, name in enumerate(outputs):
+            if name not in self.workflow_fields:
+                self.add(f"outputs[{i}]", f"output {name!r} names no workflow-scope field")
+            elif name in seen:
+                self.add(f"outputs[{i}]", f"output {name!r} is listed twice")
+            seen.add(name)
 
     # ---- structure ----
 
@@ -134,6 +148,9 @@ class InvariantChecker:
         if stage.terminal and activities:
             self.add(f"{path}.activities", f"terminal stage {stage.name!r} (no transitions) "
                      "may not declare activities")
+        if stage.outcome is not None and not stage.terminal:
+            self.add(f"{path}.outcome", f"only a terminal stage declares an outcome; "
+                     f"{stage.name!r} has transitions")
         stage_fields = {f.name: f for f in stage.fields or []}
         self._check_fields(stage.fields or [], f"{path}.fields", "stage", self.workflow_fields)
         for ti, t in enumerate(transitions):

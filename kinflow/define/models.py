@@ -233,6 +233,8 @@ class Stage(Stored):
     transitions: list[Transition] | None = None
     fields: list[FieldEntry] | None = None
     editable: dict[str, bool | str] | None = None
+    # a terminal stage's outcome as its parent's row reads it (docs/subworkflows.md)
+    outcome: Literal["succeeded", "failed"] | None = None
 
     @property
     def terminal(self) -> bool:
@@ -259,6 +261,8 @@ class WorkflowDefinition(Stored):
     predicates: dict[str, str] | None = None
     roleAliases: dict[str, list[str]] | None = None
     retention: Retention | None = None
+    # workflow-scope fields copied onto the parent's row when the child finishes
+    outputs: list[str] | None = None
 
     def stage(self, name: str) -> Stage | None:
         for stage in self.stages:

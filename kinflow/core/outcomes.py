@@ -1,0 +1,104 @@
+"""How a child finished, as its parent's registry row records it (pure; no I/O).
+
+A finished row carries ``outcome`` (``succeeded`` or ``failed`` from the
+terminal stage's ``outcome`` key, ``aborted`` for an aborted child) and, when
+the child's definition declares ``outputs``, those workflow-scope field
+values. The child's own terminal commit writes them on its document as
+``result`` (``finish``); whatever stamps the row reads them back from the
+child (``Finished.of``: the propagation round's projection, the spawn that
+saw a child finish at once, a subscription's overlay), so the parent never
+reads the child's fields itself and every path stamps the same values.
+
+Outputs are capped at ``Limits.row_output_bytes`` of JSON
+(``KINFLOW_MAX_ROW_OUTPUT_BYTES``): above it the row gets ``outputs: None``
+and ``outputsError: "output-too-large"``, the child keeps its fields.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kinflow.core.state import ChildResult, Instance
+from kinflow.define.models import Stage, WorkflowDefinition
+
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+ABORTED = "aborted"
+OUTPUT_TOO_LARGE = "output-too-large"
+FAILING = frozenset({FAILED, ABORTED})
+"""Outcomes a cohort counts as failed (``Cohort.failed``, the failure budget)."""
+
+
+def capped(outputs: dict[str, Any] | None, limit: int
+           ) -> tuple[dict[str, Any] | None, str | None]:
+    """``(outputs, None)``, or ``(None, "output-too-large")`` past ``limit`` JSON bytes."""
+    if outputs is None:
+        return None, None
+    size = len(json.dumps(outputs, separators=(",", ":"), ensure_ascii=False,
+                          default=str).encode())
+    return (None, OUTPUT_TOO_LARGE) if size > limit else (outputs, None)
+
+
+def finish(instance: Instance, definition: WorkflowDefinition, stage: Stage,
+           limit: int) -> ChildResult:
+    """The ``result`` a commit entering the terminal ``stage`` writes on the instance."""
+    outputs: dict[str, Any] | None = None
+    if definition.outputs is not None:
+        values = {f.name: f.value for f in instance.fields}
+        outputs = {name: values.get(name) for name in definition.outputs}
+    kept, error = capped(outputs, limit)
+    return ChildResult(outcome=stage.outcome or SUCCEEDED, outputs=kept, outputsError=error)
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """How one child finished, ready to stamp on its row."""
+
+    outcome: str
+    outputs: dict[str, Any] | None = None
+    outputs_error: str | None = None
+
+    @classmethod
+    def of(cls, document: Mapping[str, Any]) -> Finished | None:
+        """From a stored child document (``result``, ``abortedAt``, ``completedAt``
+        suffice); ``None`` while it is live. A child completed before outcomes existed
+        reads as ``succeeded``."""
+        if document.get("abortedAt"):
+            return cls(ABORTED)
+        if not document.get("completedAt"):
+            return None
+        result = document.get("result")
+        if not isinstance(result, Mapping):
+            return cls(SUCCEEDED)
+        outputs = result.get("outputs")
+        error = result.get("outputsError")
+        return cls(str(result.get("outcome") or SUCCEEDED),
+                   dict(outputs) if isinstance(outputs, Mapping) else None,
+                   error if isinstance(error, str) else None)
+
+    @classmethod
+    def of_instance(cls, child: Instance) -> Finished | None:
+        result = child.result.to_json() if child.result is not None else None
+        return cls.of({"abortedAt": child.abortedAt, "completedAt": child.completedAt,
+                       "result": result})
+
+    def row_changes(self, limit: int) -> dict[str, Any]:
+        """The registry row's fields for this finish (``replace_row`` keywords); the
+        cap is checked again with the parent's limit."""
+        outputs, error = capped(self.outputs, limit)
+        return {"outcome": self.outcome, "outputs": outputs,
+                "outputsError": error or self.outputs_error}
+
+
+def row_changes_of(child: Instance, limit: int) -> dict[str, Any]:
+    """The row fields of a child the plan holds (a spawn's child that finished at once);
+    empty while it is live."""
+    finished = Finished.of_instance(child)
+    return finished.row_changes(limit) if finished is not None else {}
+
+
+MISSING = Finished(ABORTED)
+"""A row whose child document is gone resolves as aborted (``child-missing``)."""
