@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kinflow.core.definitions import definition_id
+from kinflow.core.definitions import definition_id, parse_snapshot
 from kinflow.core.errors import CohortNotFound
 from kinflow.core.registry import Row, select
+from kinflow.core.window import declared_max
 from kinflow.schema.loaders import Doc, Loaders
 
 
@@ -40,6 +41,23 @@ def cohort_signature(rows: list[Row]) -> tuple[tuple[Any, ...], ...]:
     leaving the visit (rows no longer ``current``), change nothing here.
     """
     return tuple((r.child_id, r.status, r.stage, r.condemned, r.abort_reason) for r in rows)
+
+
+def cohort_window(parent: Doc, activity: str, rows: list[Row]) -> int | None:
+    """The cohort's ``maxActive`` (core/window.py): the operator's setting for the visit
+    that spawned ``rows``, else what the parent's pinned definition declares."""
+    entries = parent.get("stages") or []
+    visit = rows[-1].stage_entry if rows else (entries[-1].get("_key") if entries else None)
+    for setting in parent.get("cohorts") or []:
+        if (setting.get("activity"), setting.get("stageEntry")) == (activity, visit) and \
+                isinstance(setting.get("maxActive"), int):
+            return int(setting["maxActive"])
+    stage = next((e.get("name") for e in entries if e.get("_key") == visit), None)
+    snapshot = parent.get("definitionSnapshot")
+    if not isinstance(stage, str) or not isinstance(snapshot, str):
+        return None
+    action = rows[-1].action if rows else None
+    return declared_max(parse_snapshot(snapshot), stage, activity, action)
 
 
 def definition_activities(definition: Doc) -> set[str]:

@@ -25,6 +25,7 @@ class InstanceStatus(Enum):
 
 @strawberry.enum
 class ChildStatus(Enum):
+    QUEUED = "queued"  # waiting in its cohort's window: no child document yet
     ACTIVE = "active"
     DONE = "done"
     ABORTED = "aborted"

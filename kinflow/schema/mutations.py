@@ -15,12 +15,15 @@ import strawberry
 
 from kinflow.auth import has_role
 from kinflow.core.owned import check_content_write, check_instance_id
+from kinflow.core.registry import registry_rows
 from kinflow.engine import OperationResult as EngineResult
 from kinflow.errors import DatasetNotFound, InvalidInput
 from kinflow.gdr import check_document_id, format_gdr
+from kinflow.schema.cohorts import cohort_rows, cohort_window
 from kinflow.schema.context import KInfo
 from kinflow.schema.scalars import JSON, jsonable
 from kinflow.schema.types import (
+    Cohort,
     DeployedDefinition,
     DeployResult,
     EditMode,
@@ -141,6 +144,22 @@ class Mutation:
         return _result(await info.context.engine.abort_instance(
             instance_id, reason=reason, idempotency_key=idempotency_key, actor=actor,
         ))  # fmt: skip
+
+    @strawberry.mutation(description="Change a cohort's window. Raising maxActive starts "
+                         "queued rows at once; lowering it lets running children finish.")
+    async def update_cohort(
+        self,
+        info: KInfo,
+        parent_id: strawberry.ID,
+        activity: str,
+        max_active: int | None = None,
+    ) -> Cohort:
+        actor = info.context.require("operator", "updateCohort")
+        parent = await info.context.engine.update_cohort(
+            check_document_id(parent_id), activity, max_active=max_active, actor=actor)
+        doc = parent.to_json()
+        rows = cohort_rows(registry_rows(doc), activity)
+        return Cohort.of(parent.id_, activity, rows, cohort_window(doc, activity, rows))
 
     @strawberry.mutation
     async def tick(self, info: KInfo, instance_id: strawberry.ID) -> OperationResult:

@@ -13,7 +13,7 @@ from kinflow.core.registry import registry_rows
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.errors import InvalidInput
 from kinflow.gdr import check_document_id, format_gdr
-from kinflow.schema.cohorts import check_activity, cohort_rows
+from kinflow.schema.cohorts import check_activity, cohort_rows, cohort_window
 from kinflow.schema.context import KInfo
 from kinflow.schema.disconnect import unless_disconnected
 from kinflow.schema.scalars import JSON, jsonable
@@ -145,7 +145,7 @@ class Query:
         every = registry_rows(parent)
         await check_activity(info.context.loaders, parent, activity, every)
         rows = cohort_rows(every, activity, action, current_only)
-        return Cohort.of(parent["_id"], activity, rows)
+        return Cohort.of(parent["_id"], activity, rows, cohort_window(parent, activity, rows))
 
     @strawberry.field(
         description="Read-only GROQ over a dataset. Parameters are bound, never spliced."

@@ -22,7 +22,7 @@ from kinflow.core.errors import InstanceNotFound
 from kinflow.core.registry import Row, select
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.gdr import check_document_id, format_gdr
-from kinflow.schema.cohorts import check_activity, cohort_rows, cohort_signature
+from kinflow.schema.cohorts import check_activity, cohort_rows, cohort_signature, cohort_window
 from kinflow.schema.context import KInfo
 from kinflow.schema.errors import SubscriptionLagged
 from kinflow.schema.family import Family
@@ -255,11 +255,13 @@ class Subscription:
                     await check_activity(info.context.loaders, family.parent, activity,
                                          family.rows())  # fmt: skip
                 rows = cohort_rows(family.rows(), activity)
-                signature = cohort_signature(rows)
+                window = (cohort_window(family.parent, activity, rows)
+                          if family.parent is not None else None)
+                signature = (*cohort_signature(rows), window)
                 if signature == last:
                     continue
                 last = signature
-                yield Cohort.of(family.parent_id, activity, rows)
+                yield Cohort.of(family.parent_id, activity, rows, window)
 
     @strawberry.subscription
     async def instances_changed(

@@ -129,6 +129,32 @@ class Subworkflow:
         doc = await info.context.loaders.instance(self.row.child_id)
         return WorkflowInstance(doc=doc) if doc is not None else None
 
+    @strawberry.field(
+        description="succeeded | failed | aborted | cancelled; null while live or queued."
+    )
+    def outcome(self) -> str | None:
+        return self.row.outcome
+
+    @strawberry.field(description="The child's declared outputs, copied when it finished.")
+    def outputs(self) -> JSON | None:
+        return jsonable(self.row.outputs) if self.row.outputs is not None else None
+
+    @strawberry.field(description="Why outputs is null although declared: output-too-large.")
+    def outputs_error(self) -> str | None:
+        return self.row.outputs_error
+
+    @strawberry.field(description="1 for the first child of the row.")
+    def attempt(self) -> int:
+        return self.row.attempt
+
+    @strawberry.field(description="The children of this row's earlier attempts, oldest first.")
+    def previous_child_ids(self) -> list[strawberry.ID]:
+        return [strawberry.ID(i) for i in self.row.previous_child_ids]
+
+    @strawberry.field(description="The child is cancelling (its row stays ACTIVE meanwhile).")
+    def cancelling(self) -> bool:
+        return False
+
 
 @strawberry.type
 class Cohort:
@@ -152,6 +178,10 @@ class Cohort:
     @strawberry.field
     def aborted(self) -> int:
         return self.counts.aborted
+
+    @strawberry.field(description="Rows whose outcome is failed or aborted.")
+    def failed(self) -> int:
+        return self.counts.failed
 
     @strawberry.field(description="total > 0 and active == 0")
     def settled(self) -> bool:

@@ -36,6 +36,7 @@ MUTATIONS: dict[str, str] = {
                       "{ changed }",
     "abortInstance": "abortInstance(instanceId: \"i\") { changed }",
     "tick": "tick(instanceId: \"i\") { changed }",
+    "updateCohort": "updateCohort(parentId: \"i\", activity: \"a\", maxActive: 2) { total }",
     "setStage": "setStage(instanceId: \"i\", stage: \"s\") { changed }",
     "resetActivity": "resetActivity(instanceId: \"i\", activity: \"a\") { changed }",
     "putDocument": "putDocument(document: {_id: \"evil\", _type: \"article\"})",
