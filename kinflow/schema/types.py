@@ -162,6 +162,7 @@ class Cohort:
     activity: str
     counts: strawberry.Private[CohortCounts]
     selected: strawberry.Private[list[Row]]
+    window: strawberry.Private[int | None] = None
 
     @strawberry.field
     def total(self) -> int:
@@ -179,6 +180,14 @@ class Cohort:
     def aborted(self) -> int:
         return self.counts.aborted
 
+    @strawberry.field(description="Rows waiting in the window: registered, no child yet.")
+    def queued(self) -> int:
+        return self.counts.queued
+
+    @strawberry.field(description="The window: at most this many ACTIVE rows; null = none.")
+    def max_active(self) -> int | None:
+        return self.window
+
     @strawberry.field(description="Rows whose outcome is failed or aborted.")
     def failed(self) -> int:
         return self.counts.failed
@@ -192,9 +201,10 @@ class Cohort:
         return [Subworkflow(row=r) for r in self.selected]
 
     @classmethod
-    def of(cls, parent_id: str, activity: str, rows: list[Row]) -> Cohort:
+    def of(cls, parent_id: str, activity: str, rows: list[Row],
+           window: int | None = None) -> Cohort:
         return cls(parent_id=strawberry.ID(parent_id), activity=activity, counts=count(rows),
-                   selected=rows)  # fmt: skip
+                   selected=rows, window=window)  # fmt: skip
 
 
 @strawberry.type
