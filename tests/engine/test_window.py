@@ -12,7 +12,7 @@ from kinflow.core.registry import subworkflow_rows
 from kinflow.core.state import Instance
 from kinflow.engine import Engine
 from kinflow.worker import Worker
-from tests.engine.cohort_defs import child, items, parent
+from tests.engine.cohort_defs import SETTLED, child, items, parent
 from tests.engine.invariants import assert_repaired
 
 pytestmark = pytest.mark.lake
@@ -178,3 +178,67 @@ async def test_leaving_the_stage_with_on_exit_abort_skips_queued_rows(engine: En
     assert [r.resolved.detail for r in rows[1:]] == ["queued-skipped"] * 2  # type: ignore
     assert len(await engine.lake.find({"_type": "kinflow.instance",
                                        "parentInstance": p.id_})) == 1
+
+
+async def test_the_canonical_settled_condition_waits_for_queued_rows(engine: Engine) -> None:
+    definition = windowed(2)
+    gate = definition["stages"][1]["activities"][0]["actions"][-1]
+    gate["when"] = SETTLED  # counts only "active" rows: queued ones must not let it fire
+    await engine.deploy([definition, child()])
+    started = await engine.start_instance("p", fields=items(*NAMES[:5]))
+    p = (await engine.fire_action(started.instance.id_, "go", "go")).instance
+    for index in range(5):
+        assert (await engine.get_instance(p.id_)).currentStage == "review"
+        row = (await engine.get_instance(p.id_)).subworkflows[index]
+        await engine.fire_action(row.child_id, "task", "finish")
+    assert (await engine.get_instance(p.id_)).currentStage == "next"
+
+
+async def test_on_exit_detach_keeps_the_window_running(engine: Engine) -> None:
+    p = await into_review(engine, NAMES[:4], max_active=1)
+    await engine.set_stage(p.id_, "elsewhere")
+    for index in range(4):
+        left = await engine.get_instance(p.id_)
+        assert [bool(r.queued) for r in left.subworkflows] == [i > index for i in range(4)]
+        await engine.fire_action(left.subworkflows[index].child_id, "task", "finish")
+    final = await engine.get_instance(p.id_)
+    assert all(r.resolved is not None and not r.resolved.aborted for r in final.subworkflows)
+
+
+async def test_two_engines_finishing_children_at_once_never_overfill(engine: Engine) -> None:
+    names = [f"w{i:02d}" for i in range(16)]
+    p = await into_review(engine, names, max_active=6)
+    other = Engine(engine.lake, clock=engine.clock)  # a second worker process's engine
+    await other.ensure_ready()
+    finished = 0
+    while finished < len(names):
+        live = await live_children(engine, p.id_)
+        assert 0 < len(live) <= 6
+        await asyncio.gather(*(
+            (engine if n % 2 else other).fire_action(c["_id"], "task", "finish")
+            for n, c in enumerate(live)))
+        finished += len(live)
+        for built in (engine, other):
+            await built.driver.propagator.idle()
+        assert len(await live_children(engine, p.id_)) <= 6
+    final = await engine.get_instance(p.id_)
+    assert all(r.resolved is not None for r in final.subworkflows)
+    await assert_repaired(engine)
+
+
+async def test_a_raise_beyond_the_transaction_limit_materialises_the_rest(
+        engine: Engine) -> None:
+    from kinflow.engine import Limits
+
+    small = Engine(engine.lake, clock=engine.clock, limits=Limits(spawn_txn=2))
+    p = await into_review(small, NAMES[:8], max_active=1)
+    small.faults.arm("mid-materialise")
+    with pytest.raises(InjectedFault):
+        await small.update_cohort(p.id_, "translate", max_active=8)
+    left = await small.get_instance(p.id_)
+    assert left.materialising and not any(r.queued for r in left.subworkflows)
+    assert len(await live_children(small, p.id_)) < 8
+    report = await Worker(small, grace_seconds=0).run_pass()
+    assert ("materialise", p.id_) in report.processed and not report.failed
+    assert len(await live_children(small, p.id_)) == 8
+    await assert_repaired(small)
