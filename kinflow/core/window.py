@@ -118,7 +118,7 @@ def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
 def skip(instance: Instance, ctx: PlanContext, index: int, *, detail: str) -> None:
     """Resolve a queued row as aborted without ever creating its child."""
     row = instance.subworkflows[index]
-    replace_row(instance, index, queued=None,
+    replace_row(instance, index, queued=None, outcome="aborted",  # outcomes.ABORTED
                 resolved=ResolvedRow(at=ctx.now_iso, aborted=True, detail=detail))
     record(instance, ctx, "subworkflowResolved", activity=row.activity,
            instanceRef=row.ref.to_json(), status="aborted", detail=detail)

@@ -28,6 +28,10 @@ async def assert_repaired(engine: Engine) -> dict[str, Instance]:
             found = instances.get(row.child_id)
             if found is not None and found.terminal:
                 assert row.resolved is not None, f"terminal child {row.child_id} unstamped"
+                result = found.result.outcome if found.result is not None else "succeeded"
+                assert row.outcome == ("aborted" if found.abortedAt else result), \
+                    f"row of {row.child_id} stamped without its child's outcome"
+            assert row.resolved is None or row.outcome is not None, "resolved, no outcome"
     children = Counter(i.parentInstance for i in instances.values() if i.parentInstance)
     for parent_id, count in children.items():
         rows = [r for r in instances[parent_id].subworkflows if not r.queued]  # no child yet
