@@ -18,6 +18,8 @@ STATUS_STYLE = {
     "COMPLETED": "green",
     "DONE": "green",
     "ABORTED": "red",
+    "QUEUED": "dim",
+    "queued": "dim",
     "active": "yellow",
     "done": "green",
     "skipped": "dim",
@@ -35,6 +37,8 @@ def styled(status: str) -> str:
 def counts_line(rows: list[Mapping[str, Any]]) -> str:
     counts = Counter(str(r["status"]) for r in rows)
     parts = [f"{counts.get(s, 0)} {s.lower()}" for s in ("ACTIVE", "DONE", "ABORTED")]
+    if counts.get("QUEUED"):  # a windowed cohort's rows waiting for a place
+        parts.append(f"{counts['QUEUED']} queued")
     return f"{len(rows)} children: " + ", ".join(parts)
 
 

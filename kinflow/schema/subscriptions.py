@@ -83,10 +83,13 @@ def _kind(before: InstanceStatus | None, after: InstanceStatus) -> str:
     return "changed"
 
 
+FINISHED = ("done", "aborted")  # row statuses a child reaches once; queued and active are live
+
+
 def _row_kind(row: Row, before: tuple[str, str | None] | None) -> str:
     if before is None:
         return "spawned"
-    if row.status != before[0] and row.status != "active":
+    if row.status != before[0] and row.status in FINISHED:
         return "completed" if row.status == "done" else "aborted"
     return "changed"
 
@@ -230,13 +233,13 @@ class Subscription:
             async for ids in touched:
                 if ids is None:
                     for row in select(family.rows(), activity=activity):
-                        if row.status != "active":
+                        if row.status in FINISHED:
                             finished.add(row.child_id)
                             yield _child_event("snapshot", row, family.changed_at(row.child_id))
                     continue
                 for child_id in sorted(ids):
                     done = family.row(child_id)
-                    if done is None or done.status == "active" or child_id in finished:
+                    if done is None or done.status not in FINISHED or child_id in finished:
                         continue
                     if activity is not None and done.activity != activity:
                         continue

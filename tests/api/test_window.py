@@ -7,6 +7,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.api.conftest import data, error_code, gql
+from tests.api.test_subscriptions import socket
 from tests.engine.cohort_defs import child, items
 from tests.engine.test_window import windowed
 
@@ -68,3 +69,17 @@ def test_update_cohort_needs_the_operator_role(secured: TestClient) -> None:
     allowed = gql(secured, UPDATE, {"p": parent_id, "a": "translate", "m": 3},
                   token="op-token-for-tests")
     assert data(allowed)["updateCohort"]["active"] == 3
+
+
+def test_child_completed_is_silent_about_queued_rows(client: TestClient) -> None:
+    parent_id = windowed_cohort(client)
+    rows = data(gql(client, COHORT, {"p": parent_id}))["cohort"]["rows"]
+    with socket(client) as ws:
+        ws.subscribe("""subscription($p: ID!) { childCompleted(parentId: $p) {
+            kind row { rowKey status } } }""", {"p": parent_id})
+        ws.wait_registered(1)
+        data(gql(client, """mutation($i: ID!) { fireAction(instanceId: $i, activity: "task",
+            action: "finish") { changed } }""", {"i": rows[0]["childId"]}))  # fmt: skip
+        event = ws.next()["data"]["childCompleted"]
+    # queued rows are live: no snapshot or completion for them comes first
+    assert event == {"kind": "completed", "row": {"rowKey": "a", "status": "DONE"}}
