@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from tests.api.conftest import data, gql
+from kinflow.app import create_app
+from tests.api.conftest import data, gql, make_settings
 from tests.api.test_subscriptions import socket
 from tests.engine.cohort_defs import items, parent
 from tests.engine.outcome_defs import worker
@@ -67,3 +68,17 @@ def test_rows_carry_outcome_outputs_and_attempt_and_the_cohort_counts_failures(
     assert rows["b"]["stage"] == "gave-up" and rows["b"]["outputsError"] is None
     assert all(r["attempt"] == 1 and r["previousChildIds"] == [] and not r["cancelling"]
                for r in rows.values())
+
+
+def test_the_row_output_cap_is_a_setting(lake_uri: str, database: str) -> None:
+    settings = make_settings(lake_uri, database, max_row_output_bytes=40)
+    with TestClient(create_app(settings)) as client:
+        parent_id, children = cohort_of_three(client)
+        data(gql(client, FIRE, {"i": children["a"], "x": "finish", "p": {"words": 1}}))
+        data(gql(client, FIRE, {"i": children["b"], "x": "finish",
+                                "p": {"words": 123456789012345678}}))  # 42 bytes of outputs
+        rows = {r["rowKey"]: r for r in
+                data(gql(client, COHORT, {"p": parent_id}))["cohort"]["rows"]}
+    assert rows["a"]["outputs"] == {"wordCount": 1, "item": "a"}
+    assert rows["b"]["outputs"] is None and rows["b"]["outputsError"] == "output-too-large"
+    assert rows["b"]["outcome"] == "succeeded"
