@@ -15,6 +15,9 @@ from typing import Any
 
 from kinflow.core.context import Limits
 from kinflow.core.errors import InputTooLarge
+from kinflow.errors import InvalidInput
+
+INT64 = (-(2**63), 2**63 - 1)  # what a stored document can hold (BSON int64)
 
 
 def text_bytes(value: str) -> int:
@@ -57,6 +60,22 @@ def check_value(argument: str, value: Any, limits: Limits) -> None:
     size = json_bytes(value)
     if size > limits.value_bytes:
         raise _refuse(argument, size, limits.value_bytes, "KINFLOW_MAX_VALUE_BYTES")
+    if _outside_int64(value):
+        raise InvalidInput(f"{argument} holds an integer outside the 64-bit range a document "
+                           "can store", argument=argument, min=INT64[0], max=INT64[1])
+
+
+def _outside_int64(value: Any) -> bool:
+    """Whether ``value`` holds an integer BSON cannot store (it would fail the write)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return not INT64[0] <= value <= INT64[1]
+    if isinstance(value, dict):
+        return any(_outside_int64(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_outside_int64(item) for item in value)
+    return False
 
 
 def check_values(argument: str, values: Any, limits: Limits) -> None:
@@ -82,6 +101,9 @@ def bounded_outcome(outputs: Any, status: str, error: str | None, limits: Limits
             outputs, status = None, "failed"
             error = (f"effect outputs are {size} bytes; the limit is {limits.value_bytes} "
                      "(KINFLOW_MAX_VALUE_BYTES)")
+        elif _outside_int64(outputs):
+            outputs, status = None, "failed"
+            error = "effect outputs hold an integer outside the 64-bit range"
     if error is not None and text_bytes(error) > limits.reason_bytes:
         error = error.encode("utf-8", "surrogatepass")[:limits.reason_bytes - 3].decode(
             "utf-8", "ignore") + "..."

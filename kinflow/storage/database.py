@@ -31,7 +31,7 @@ import pymongo
 from pymongo import AsyncMongoClient
 from pymongo.errors import ConnectionFailure, InvalidOperation, PyMongoError
 
-from kinflow.errors import LakeUnavailable
+from kinflow.errors import InvalidInput, LakeUnavailable
 from kinflow.gdr import check_dataset
 from kinflow.storage.indexes import BASE_INDEXES, IndexSpec
 from kinflow.storage.transactions import run_transaction
@@ -169,6 +169,9 @@ class LakeDatabase:
             if refusal is not None:
                 raise refusal from exc
             raise
+        except OverflowError as exc:  # BSON encoding: an integer past 64 bits in the input
+            raise InvalidInput("a value holds an integer outside the 64-bit range a document "
+                               "can store", operation=verb) from exc
 
     async def use_client(self, client: AsyncMongoClient[Document]) -> None:
         """Talk to another server from now on (the embedded daemon moved port)."""
@@ -203,6 +206,9 @@ class LakeDatabase:
             if refusal is not None:
                 raise refusal from exc
             raise
+        except OverflowError as exc:  # BSON encoding: an integer past 64 bits in the input
+            raise InvalidInput("a value holds an integer outside the 64-bit range a document "
+                               "can store", operation=verb) from exc
 
     async def close(self) -> None:
         await self.client.close()

@@ -238,3 +238,20 @@ def test_graphiql_is_served_to_a_browser(client: TestClient) -> None:
     page = client.get("/graphql", headers={"Accept": "text/html"})
     assert page.status_code == 200 and "graphiql" in page.text.lower()
     assert client.get("/healthz").json()["status"] == "ok"
+
+
+def test_integers_past_64_bits_are_refused_not_crashed(client: TestClient) -> None:
+    """A JSON number a document cannot store is the caller's mistake: invalid-input."""
+    data(deploy(client, KITCHEN))
+    iid = start(client)["instance"]["id"]
+    huge = 10**40
+    assert error_code(fire(client, iid, "w", "bump", p={"words": huge})) == "invalid-input"
+    edited = gql(client, """mutation($v: JSON) { editField(instanceId: $i, field: "n",
+        value: $v) { changed } }""".replace("$i", f'"{iid}"'), {"v": huge})  # fmt: skip
+    assert error_code(edited) == "invalid-input"
+    put = gql(client, """mutation($d: JSON!) { putDocument(document: $d) }""",
+              {"d": {"_id": "big-1", "_type": "article", "n": [1, {"deep": huge}]}})
+    assert error_code(put) == "invalid-input"
+    assert data(gql(client, '{ groq(query: "*[_id == \\"big-1\\"]") }'))["groq"] == []
+    view = data(gql(client, INSTANCE, {"i": iid}))["instance"]
+    assert view["fields"]["n"] == 0  # nothing was written
