@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kinflow.define import expressions, sites
+from kinflow.define.budget import budget_problems
 from kinflow.define.models import (
     Action,
     Activity,
@@ -244,6 +245,8 @@ class InvariantChecker:
             version = spawn.definition.version
             if isinstance(version, int) and version < 1:
                 self.add(f"{spath}.definition.version", "a pinned version must be >= 1")
+            for where, problem in budget_problems(spawn):
+                self.add(f"{spath}.{where}", problem)
 
     def _check_op(
         self,

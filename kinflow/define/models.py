@@ -78,6 +78,7 @@ __all__ = [
     "DecOp",
     "DefinitionRef",
     "Effect",
+    "FailureBudget",
     "FieldEntry",
     "FieldKind",
     "FieldReadSource",
@@ -151,6 +152,13 @@ class DefinitionRef(Stored):
     version: int | Literal["latest"] | None = None
 
 
+class FailureBudget(Stored):
+    """``spawn.failureBudget``: exactly one of ``count`` or ``percent`` (core/budget.py)."""
+
+    count: Annotated[int, Field(strict=True, ge=0)] | None = None
+    percent: Annotated[float, Field(gt=0, le=100)] | None = None
+
+
 class SpawnBlock(Stored):
     forEach: str
     definition: DefinitionRef
@@ -159,6 +167,9 @@ class SpawnBlock(Stored):
     onExit: Literal["detach", "abort"] | None = None
     # the window: at most this many children of the cohort live at once (core/window.py)
     maxActive: Annotated[int, Field(strict=True, ge=1)] | None = None
+    # the failure budget and what exceeding it does (core/budget.py)
+    failureBudget: FailureBudget | None = None
+    onBudgetExceeded: Literal["abort-rest", "cancel-rest", "continue"] | None = None
 
 
 # ---- the tree ----
