@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kinflow.core import budget as failure_budget
 from kinflow.core import effects as fx
 from kinflow.core import readmodel, spawn, window
 from kinflow.core.actions import Spawner
@@ -165,6 +166,7 @@ class Commit:
         return any(doc.get("completedAt") for doc in self.creates[before:])
 
     def cascade_once(self) -> None:
+        failure_budget.enforce(self.m, self.definition, self.ctx)  # the hop sees it failed
         self.fill_windows()  # the hop's gates see the window as full as it can be
         self.hopped = True
         self.moves += settle(self.m, self.definition, self.ctx, self.spawner, budget=1).moves
@@ -172,7 +174,10 @@ class Commit:
     def finish(self, *, replay: bool = False, insert: bool = False, result: Any = None,
                clears: list[tuple[str, str]] | None = None) -> Mutation:
         m = self.m
-        owes_hop = self.fill_windows()  # whatever this commit resolved frees its place
+        # a budget exceeded in this commit acts first (its queued rows never start), and
+        # a hop is owed when it failed the activity after this commit's hop ran
+        owes_hop = failure_budget.enforce(self.m, self.definition, self.ctx)
+        owes_hop = self.fill_windows() or owes_hop  # what this commit resolved frees its place
         new_history = m.history[self.history_start:]
         rows = row_writes(m, self.rows_base, new_history, self.history_start)
         if m.subworkflows:

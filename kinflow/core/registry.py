@@ -136,7 +136,8 @@ def _registry_rows(parent: Doc) -> list[Row]:
             stage=view["stage"],
             spawned_at=view["spawnedAt"],
             condemned=entry.abortPending is not None and entry.resolved is None,
-            abort_reason=entry.abortPending.reason if entry.abortPending else None,
+            abort_reason=entry.abortReason or (entry.abortPending.reason if entry.abortPending
+                                               else None),
             resolved_at=entry.resolved.at if entry.resolved else None,
             child_id=view["_id"],
             resolved=entry.resolved is not None,

@@ -172,6 +172,7 @@ class SubworkflowEntry(Part):
     outputsError: str | None = None  # why ``outputs`` is None although declared
     attempt: int | None = None  # None reads as 1 (redrive counts attempts)
     previousChildIds: list[str] | None = None  # None reads as [] (earlier attempts' children)
+    abortReason: str | None = None  # a code: why the engine aborted it (failure-budget-exceeded)
 
     @property
     def child_id(self) -> str:
@@ -189,6 +190,8 @@ class CohortWindow(Part):
     activity: str
     stageEntry: str
     maxActive: int | None = None
+    failureBudget: dict[str, Any] | None = None  # {"count": N} | {"percent": P} (core/budget.py)
+    budgetExceededAt: str | None = None  # when the budget acted: it acts once per cohort
 
 
 class ContextEntry(Part):

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kinflow.core import budget as failure_budget
 from kinflow.core import effects as fx
 from kinflow.core import window
 from kinflow.core.actions import fire
@@ -410,14 +411,19 @@ def plan_reset_activity(state: Instance, verb: ResetActivity, ctx: PlanContext) 
 class UpdateCohort:
     activity: str
     max_active: int | None = None  # None leaves the window as it is
+    failure_budget: Any = None  # None leaves the budget as it is (core/budget.py)
 
 
 def plan_update_cohort(state: Instance, verb: UpdateCohort, ctx: PlanContext) -> Mutation:
-    """Set an operator's window on the activity's latest spawning visit.
+    """Set an operator's window or failure budget on the activity's latest spawning visit.
 
-    Raising it starts queued rows in this very commit (``Commit.finish`` fills
-    windows); lowering it starts nothing and lets running children finish.
+    Raising the window starts queued rows in this very commit (``Commit.finish``
+    fills windows); lowering it starts nothing and lets running children finish.
+    A budget that is already exceeded acts in this commit, and its hop sees the
+    activity failed.
     """
+    budget = (failure_budget.parse(verb.failure_budget) if verb.failure_budget is not None
+              else None)
     if verb.max_active is not None and (
             isinstance(verb.max_active, bool) or not isinstance(verb.max_active, int)
             or verb.max_active < 1):
@@ -436,4 +442,9 @@ def plan_update_cohort(state: Instance, verb: UpdateCohort, ctx: PlanContext) ->
             window.set_max_active(m, (verb.activity, visit), verb.max_active)
             record(m, ctx, "cohortUpdated", activity=verb.activity, stageEntry=visit,
                    maxActive=verb.max_active, actor=ctx.actor.to_json())
+    if budget is not None and failure_budget.set_budget(m, (verb.activity, visit), budget):
+        record(m, ctx, "cohortUpdated", activity=verb.activity, stageEntry=visit,
+               failureBudget=budget.to_json(), actor=ctx.actor.to_json())
+        if failure_budget.enforce(m, commit.definition, ctx):
+            commit.cascade_once()
     return commit.finish()

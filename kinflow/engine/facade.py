@@ -201,10 +201,11 @@ class Engine:
                                 lambda s, c: verbs.plan_set_stage(s, verb, c))
 
     async def update_cohort(self, parent_id: str, activity: str, *,
-                            max_active: int | None = None,
+                            max_active: int | None = None, failure_budget: Any = None,
                             actor: Actor | None = None) -> Instance:
-        """Change a cohort's window (core/window.py); the parent as it is afterwards."""
-        verb = verbs.UpdateCohort(activity, max_active)
+        """Change a cohort's window (core/window.py) or failure budget (core/budget.py);
+        the parent as it is afterwards."""
+        verb = verbs.UpdateCohort(activity, max_active, failure_budget)
         result = await self._verb(parent_id, "updateCohort", actor,
                                   lambda s, c: verbs.plan_update_cohort(s, verb, c))
         return result.instance

@@ -145,18 +145,22 @@ class Mutation:
             instance_id, reason=reason, idempotency_key=idempotency_key, actor=actor,
         ))  # fmt: skip
 
-    @strawberry.mutation(description="Change a cohort's window. Raising maxActive starts "
-                         "queued rows at once; lowering it lets running children finish.")
+    @strawberry.mutation(description="Change a cohort's window or failure budget. Raising "
+                         "maxActive starts queued rows at once; lowering it lets running "
+                         "children finish. A failureBudget (count N or percent P) already "
+                         "exceeded acts at once.")
     async def update_cohort(
         self,
         info: KInfo,
         parent_id: strawberry.ID,
         activity: str,
         max_active: int | None = None,
+        failure_budget: JSON | None = None,
     ) -> Cohort:
         actor = info.context.require("operator", "updateCohort")
         parent = await info.context.engine.update_cohort(
-            check_document_id(parent_id), activity, max_active=max_active, actor=actor)
+            check_document_id(parent_id), activity, max_active=max_active,
+            failure_budget=failure_budget, actor=actor)
         doc = parent.to_json()
         rows = cohort_rows(registry_rows(doc), activity)
         return Cohort.of(parent.id_, activity, rows, cohort_window(doc, activity, rows))

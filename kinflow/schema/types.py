@@ -21,6 +21,7 @@ from kinflow.core import readmodel
 from kinflow.core.registry import CohortCounts, Row, count, registry_rows, select
 from kinflow.core.state import parse_instance
 from kinflow.gdr import document_id, format_gdr
+from kinflow.schema.budget import FailureBudget, cohort_budget
 from kinflow.schema.context import KInfo
 from kinflow.schema.definition_types import DeployedDefinition, DeployResult, WorkflowDefinition
 from kinflow.schema.instance_parts import (
@@ -191,6 +192,12 @@ class Cohort:
     @strawberry.field(description="Rows whose outcome is failed or aborted.")
     def failed(self) -> int:
         return self.counts.failed
+
+    @strawberry.field(description="The failure budget; null when none is declared or set.")
+    async def budget(self, info: KInfo) -> FailureBudget | None:
+        parent = await info.context.loaders.instance(str(self.parent_id))
+        last = self.selected[-1] if self.selected else None
+        return cohort_budget(parent, self.activity, last, self.counts)
 
     @strawberry.field(description="total > 0 and active == 0")
     def settled(self) -> bool:

@@ -1,0 +1,273 @@
+"""A cohort's failure budget (``spawn.failureBudget``; pure, no I/O).
+
+Failed rows are those whose latest attempt (the row itself) has outcome
+``failed`` or ``aborted``. A cohort's budget is exceeded when they are
+strictly more than ``count``, or than ``percent`` % of the cohort's rows
+(queued included). The budget is the operator's setting for the cohort
+(``updateCohort``, stored on ``Instance.cohorts`` beside ``maxActive``),
+else what the spawn block declares.
+
+``enforce`` runs in every commit of a parent (``Commit.cascade_once`` before
+its hop, ``Commit.finish`` before the windows fill), so the commit that
+stamps the crossing row also acts, once per cohort (``budgetExceededAt``):
+
+* queued rows are skipped: ABORTED, outcome ``aborted``, ``abortReason``
+  ``failure-budget-exceeded``;
+* live children are condemned under ``abort-rest`` (the drain aborts them,
+  crash-safe: the condemnation is in this commit, ``owesAborts`` tells the
+  heartbeat) and left running under ``continue``;
+* the spawning activity turns ``failed`` while its visit is open, so the
+  hop that follows sees ``$anyActivityFailed``;
+* the parent's history records ``cohortFailed``.
+
+``reopen_on_redrive`` is the redrive's hook: it clears the mark, and the
+activity the budget failed returns to ``active`` while its visit is open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from kinflow.core import outcomes
+from kinflow.core.context import PlanContext
+from kinflow.core.history import record
+from kinflow.core.ops import set_activity_status
+from kinflow.core.rows import replace_row
+from kinflow.core.state import (
+    AbortPending,
+    CohortWindow,
+    Instance,
+    ResolvedRow,
+    SubworkflowEntry,
+)
+from kinflow.define.budget import shape_problem
+from kinflow.define.models import FailureBudget, SpawnBlock, WorkflowDefinition, find_action
+from kinflow.errors import InvalidInput
+
+Cohort = tuple[str, str]  # (activity, stage entry key), as core/window.py
+
+REASON = "failure-budget-exceeded"
+"""``abortReason`` of the rows the budget skipped or condemned."""
+ABORT_REST = "abort-rest"
+CONTINUE = "continue"
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """One budget: exactly one of ``count`` and ``percent`` is set."""
+
+    count: int | None = None
+    percent: float | None = None
+
+    def exceeded(self, used: int, total: int) -> bool:
+        """Strictly more failed rows than allowed."""
+        if self.count is not None:
+            return used > self.count
+        assert self.percent is not None
+        return used * 100 > self.percent * total
+
+    def to_json(self) -> dict[str, Any]:
+        return {"count": self.count} if self.count is not None else {"percent": self.percent}
+
+    @classmethod
+    def of_model(cls, model: FailureBudget) -> Budget:
+        return cls(model.count, model.percent)
+
+    @classmethod
+    def from_json(cls, stored: dict[str, Any]) -> Budget:
+        """A budget stored by ``updateCohort`` (already checked by ``parse``)."""
+        return cls.of_model(FailureBudget.model_validate(stored))
+
+
+def parse(value: Any) -> Budget:
+    """An operator's budget (``updateCohort(failureBudget)``); ``invalid-input`` if bad."""
+    problem: str | None
+    try:
+        model = FailureBudget.model_validate(value) if isinstance(value, dict) else None
+    except ValidationError as exc:
+        problem = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                            for e in exc.errors())
+        model = None
+    else:
+        problem = ('failureBudget must be an object: {"count": N} or {"percent": P}'
+                   if model is None else shape_problem(model))
+    if model is None or problem is not None:
+        raise InvalidInput(f"failureBudget is invalid: {problem}", field="failureBudget",
+                           value=value, reason="shape")
+    return Budget.of_model(model)
+
+
+# ---- what a cohort's budget is ----
+
+
+def _spawn(definition: WorkflowDefinition, stage: str, activity: str,
+           action: str | None) -> SpawnBlock | None:
+    """The spawn block that declares the cohort's budget (the row's action's, else the
+    first spawning action of the activity that declares one), else the action's own."""
+    found = definition.activity(stage, activity)
+    if found is None:
+        return None
+    named = find_action(found, action) if action is not None else None
+    if named is not None and named.spawn is not None and named.spawn.failureBudget is not None:
+        return named.spawn
+    for candidate in found.actions or []:
+        if candidate.spawn is not None and candidate.spawn.failureBudget is not None:
+            return candidate.spawn
+    return named.spawn if named is not None else None
+
+
+def declared(definition: WorkflowDefinition, stage: str, activity: str,
+             action: str | None = None) -> tuple[Budget | None, str]:
+    """The budget the definition declares for a cohort and its ``onBudgetExceeded``."""
+    block = _spawn(definition, stage, activity, action)
+    if block is None:
+        return None, ABORT_REST
+    budget = Budget.of_model(block.failureBudget) if block.failureBudget is not None else None
+    return budget, block.onBudgetExceeded or ABORT_REST
+
+
+def setting(instance: Instance, cohort: Cohort) -> CohortWindow | None:
+    for entry in instance.cohorts or []:
+        if (entry.activity, entry.stageEntry) == cohort:
+            return entry
+    return None
+
+
+def effective(own: dict[str, Any] | None, definition: WorkflowDefinition, stage: str,
+              activity: str, action: str | None) -> tuple[Budget | None, str]:
+    """The operator's budget (``own``, stored) if set, else the declared one."""
+    budget, policy = declared(definition, stage, activity, action)
+    if own:
+        budget = Budget.from_json(own)
+    return budget, policy
+
+
+def used(rows: Iterable[SubworkflowEntry]) -> int:
+    """Failed rows: the latest attempt's outcome is ``failed`` or ``aborted``."""
+    return sum(1 for row in rows if _outcome(row) in outcomes.FAILING)
+
+
+def _outcome(row: SubworkflowEntry) -> str | None:
+    if row.outcome is not None or row.resolved is None:
+        return row.outcome
+    return outcomes.ABORTED if row.resolved.aborted else outcomes.SUCCEEDED
+
+
+def _may_have_budget(instance: Instance, definition: WorkflowDefinition) -> bool:
+    if any(entry.failureBudget for entry in instance.cohorts or []):
+        return True
+    return any(action.spawn is not None and action.spawn.failureBudget is not None
+               for stage in definition.stages for activity in stage.activities or []
+               for action in activity.actions or [])
+
+
+# ---- acting ----
+
+
+def enforce(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext) -> bool:
+    """Act on every cohort whose budget is exceeded and has not acted; whether any did."""
+    if not instance.subworkflows or not _may_have_budget(instance, definition):
+        return False
+    members: dict[Cohort, list[int]] = {}
+    for index, row in enumerate(instance.subworkflows):
+        members.setdefault((row.activity, row.stageEntry), []).append(index)
+    acted = False
+    for cohort, places in members.items():
+        own = setting(instance, cohort)
+        if own is not None and own.budgetExceededAt is not None:
+            continue
+        first = instance.subworkflows[places[0]]
+        budget, policy = effective(own.failureBudget if own else None, definition,
+                                   first.cohortStage, first.activity, first.action)
+        if budget is None:
+            continue
+        rows = [instance.subworkflows[i] for i in places]
+        failed = used(rows)
+        if not budget.exceeded(failed, len(rows)) or not _actionable(instance, cohort, rows):
+            continue
+        act(instance, ctx, cohort, places, policy)
+        record(instance, ctx, "cohortFailed", activity=cohort[0], stageEntry=cohort[1],
+               budget=budget.to_json(), failed=failed, total=len(rows),
+               onBudgetExceeded=policy)
+        acted = True
+    return acted
+
+
+def _actionable(instance: Instance, cohort: Cohort, rows: list[SubworkflowEntry]) -> bool:
+    """Whether exceeding means anything: the spawning visit is open, or a row is still
+    neither finished nor condemned (a parent that left with ``onExit: abort`` or was
+    aborted already condemned all, and those aborts are no budget's doing)."""
+    if _open_visit(instance, cohort):
+        return True
+    return any(row.resolved is None and row.abortPending is None for row in rows)
+
+
+def _open_visit(instance: Instance, cohort: Cohort) -> bool:
+    entry = instance.open_entry()
+    return entry is not None and entry.key_ == cohort[1] and not instance.terminal
+
+
+def act(instance: Instance, ctx: PlanContext, cohort: Cohort, places: list[int],
+        policy: str) -> None:
+    """Skip queued rows, condemn live ones (``abort-rest``), fail the activity, mark."""
+    for index in places:
+        row = instance.subworkflows[index]
+        if row.resolved is not None:
+            continue
+        if row.queued:
+            replace_row(instance, index, queued=None, outcome=outcomes.ABORTED,
+                        abortReason=REASON,
+                        resolved=ResolvedRow(at=ctx.now_iso, aborted=True, detail=REASON))
+            record(instance, ctx, "subworkflowResolved", activity=row.activity,
+                   instanceRef=row.ref.to_json(), status="aborted", detail=REASON)
+        elif policy == ABORT_REST and row.abortPending is None:
+            replace_row(instance, index, abortReason=REASON, abortPending=AbortPending(
+                at=ctx.now_iso, reason=f'the failure budget of activity "{row.activity}" '
+                f"was exceeded (onBudgetExceeded: {policy})"))
+    if _open_visit(instance, cohort):
+        entry = instance.open_entry()
+        state = entry.activity(cohort[0]) if entry is not None else None
+        if state is not None and state.status != "failed":
+            set_activity_status(instance, ctx, cohort[0], "failed")
+    _mark(instance, cohort, budgetExceededAt=ctx.now_iso)
+
+
+def _mark(instance: Instance, cohort: Cohort, **changes: Any) -> None:
+    """Update (or add) the cohort's stored setting with ``changes``."""
+    kept = [entry for entry in instance.cohorts or []
+            if (entry.activity, entry.stageEntry) != cohort]
+    own = setting(instance, cohort)
+    updated = (own.model_copy(update=changes) if own is not None
+               else CohortWindow(activity=cohort[0], stageEntry=cohort[1], **changes))
+    instance.cohorts = [*kept, updated]
+
+
+def set_budget(instance: Instance, cohort: Cohort, budget: Budget) -> bool:
+    """Store an operator's budget for ``cohort`` (``updateCohort``); whether it changed.
+    A budget already exceeded then acts in the same commit (``enforce``)."""
+    own = setting(instance, cohort)
+    if own is not None and own.failureBudget == budget.to_json():
+        return False
+    _mark(instance, cohort, failureBudget=budget.to_json())
+    return True
+
+
+def reopen_on_redrive(instance: Instance, ctx: PlanContext, cohort: Cohort) -> bool:
+    """Undo the budget's verdict when rows of ``cohort`` are redriven: the mark is cleared
+    (a budget exceeded again acts again) and, while the spawning visit is open, the
+    activity the budget failed returns to ``active``. Whether the activity reopened."""
+    own = setting(instance, cohort)
+    if own is None or own.budgetExceededAt is None:
+        return False
+    _mark(instance, cohort, budgetExceededAt=None)
+    if not _open_visit(instance, cohort):
+        return False
+    entry = instance.open_entry()
+    state = entry.activity(cohort[0]) if entry is not None else None
+    if state is None or state.status != "failed":
+        return False
+    return set_activity_status(instance, ctx, cohort[0], "active")
