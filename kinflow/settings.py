@@ -164,6 +164,11 @@ class Settings(BaseSettings):
         description="Largest outputs a finished child copies onto its parent's registry row, "
         "as JSON bytes; larger ones leave outputs null and outputsError output-too-large.",
     )
+    bulk_batch_rows: int = Field(
+        default=64, ge=1, le=256,
+        description="Rows one commit of a bulk cohort verb (redriveCohort) applies; a call "
+        "on more rows commits in batches of this many.",
+    )
 
     # -- the GraphQL API ---------------------------------------------------
     api_tokens: str | None = Field(

@@ -74,6 +74,7 @@ class Limits:
     groq_max_fetched: int | None = 100_000
     definition_bytes: int = 1024 * 1024
     row_output_bytes: int = 16 * 1024  # a finished child's outputs on its row (outcomes.py)
+    bulk_batch: int = 64  # rows one commit of a bulk cohort verb applies (core/bulk.py)
     # the monotonic clock a GROQ timeout is measured on: the shell sets it (the
     # core reads no clock); without it a query has no deadline
     budget_clock: Callable[[], float] | None = None
@@ -91,7 +92,8 @@ class Limits:
                    groq_max_length=settings.groq_max_query_length or None,
                    groq_max_fetched=settings.groq_max_fetched or None,
                    definition_bytes=settings.max_definition_bytes,
-                   row_output_bytes=settings.max_row_output_bytes)
+                   row_output_bytes=settings.max_row_output_bytes,
+                   bulk_batch=settings.bulk_batch_rows)
 
     def groq_budget(self) -> Budget:
         """A fresh budget for one lake query, timed on ``budget_clock`` if one is set."""

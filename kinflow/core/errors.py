@@ -45,6 +45,7 @@ __all__ = [
     "ModelVersionAhead",
     "PersistedDocShape",
     "PlanReadLimit",
+    "RedriveNotAllowed",
     "RequiredFieldNotProvided",
     "ReservedId",
     "ReservedType",
@@ -284,6 +285,13 @@ class CohortNotFound(KinflowError):
     no such activity."""
 
     code = "cohort-not-found"
+
+
+class RedriveNotAllowed(KinflowError):
+    """``redriveCohort`` on a parent that finished or left the stage visit that spawned the
+    cohort (``details.reason``: ``parent-finished`` | ``stage-left``)."""
+
+    code = "redrive-not-allowed"
 
 
 class InjectedFault(Exception):

@@ -105,15 +105,22 @@ def row_key(value: Any) -> str:
 
 
 def child_id(parent_id: str, entry_key: str, activity: str, action: str, key: str,
-             taken: set[str] | frozenset[str] = frozenset()) -> str:
-    """Deterministic child id; a same-visit respawn of a resolved key gets the next suffix."""
+             taken: set[str] | frozenset[str] = frozenset(), attempt: int = 1) -> str:
+    """Deterministic child id; a same-visit respawn of a resolved key gets the next suffix,
+    a redriven row's later attempts ``attempt_id`` of it."""
     material = "\x1f".join((parent_id, entry_key, activity, action, key)).encode()
     base = "instance.c" + hashlib.sha256(material).hexdigest()[:24]
     candidate, n = base, 1
     while candidate in taken:
         n += 1
         candidate = f"{base}-{n}"
-    return candidate
+    return attempt_id(candidate, attempt)
+
+
+def attempt_id(first: str, attempt: int) -> str:
+    """The child id of a row's ``attempt`` (redrive), from its first child's id: the first
+    attempt keeps it, later ones add ``-a<attempt>``."""
+    return first if attempt <= 1 else f"{first}-a{attempt}"
 
 
 def keyed_rows(rows: list[Any]) -> list[tuple[str, Any]]:
@@ -321,9 +328,10 @@ def register(instance: Instance, ctx: PlanContext, seed: ChildSeed, child: Insta
     })
     changes: dict[str, Any] = {
         "observed": ObservedChild(status=status, stage=stage, at=ctx.now_iso)}
-    if seed.seeded:
-        changes["seed"] = SpawnSeed(version=int(seed.definition_doc.get("version", 1)),
-                                    fields=seed.inputs, context=seed.context)
+    handoff = SpawnSeed(version=int(seed.definition_doc.get("version", 1)),
+                        fields=seed.inputs, context=seed.context)
+    # the large spawn's seed, else the same values as the handoff redrive rebuilds from
+    changes["seed" if seed.seeded else "handoff"] = handoff
     if child.terminal:
         changes["resolved"] = ResolvedRow(at=child.completedAt or ctx.now_iso,
                                           stage=child.currentStage,

@@ -172,6 +172,10 @@ class SubworkflowEntry(Part):
     outputsError: str | None = None  # why ``outputs`` is None although declared
     attempt: int | None = None  # None reads as 1 (redrive counts attempts)
     previousChildIds: list[str] | None = None  # None reads as [] (earlier attempts' children)
+    # what redrive rebuilds the child from (core/redrive.py): the spawn's handoff, kept
+    # when ``seed`` is not; and the bulk calls' derived keys applied to it (core/bulk.py)
+    handoff: SpawnSeed | None = None
+    bulkKeys: list[ProcessedRequest] | None = None
     abortReason: str | None = None  # a code: why the engine aborted it (failure-budget-exceeded)
 
     @property
@@ -281,6 +285,7 @@ class Instance(Part):
     # documents of their own; the instance keeps how many there are
     rowCount: int | None = None  # registry rows stored beside the instance
     cohorts: list[CohortWindow] | None = None  # operators' cohort settings (updateCohort)
+    cohortRows: list[dict[str, Any]] | None = None  # per-cohort counts (core/cohort_index.py)
     startedAt: str
     lastChangedAt: str
     completedAt: str | None = None
@@ -358,7 +363,8 @@ class Instance(Part):
         return doc
 
 
-ROW_HISTORY = frozenset({"spawned", "subworkflowStarted", "subworkflowResolved"})
+ROW_HISTORY = frozenset({"spawned", "subworkflowStarted", "subworkflowResolved",
+                         "subworkflowRedriven"})
 """History entry types stored on the registry row they name (by ``instanceRef``)."""
 
 

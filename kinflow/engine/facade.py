@@ -18,12 +18,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from kinflow.core import verbs
+from kinflow.core.bulk import BulkResult, CohortFilter
 from kinflow.core.context import Actor, Limits
 from kinflow.core.errors import InstanceNotFound
 from kinflow.core.gates import Verdict
 from kinflow.core.mutation import Mutation
 from kinflow.core.state import Instance
 from kinflow.engine import drain, ids
+from kinflow.engine.bulk import BulkRunner
 from kinflow.engine.driving import Driver, OperationResult
 from kinflow.engine.faults import Faults
 from kinflow.engine.indexes import ENGINE_INDEXES
@@ -70,6 +72,7 @@ class Engine:
         self.materialiser = Materialiser(self.transact, self._batch)
         self.driver = Driver(self.transact, propagation=propagation)
         self.reads = Reader(self.transact)
+        self.bulk = BulkRunner(self.transact, self.driver)
         self._ready = False
 
     @property
@@ -209,6 +212,16 @@ class Engine:
         result = await self._verb(parent_id, "updateCohort", actor,
                                   lambda s, c: verbs.plan_update_cohort(s, verb, c))
         return result.instance
+
+    async def redrive_cohort(self, parent_id: str, activity: str, *,
+                             where: CohortFilter | None = None,
+                             idempotency_key: str | None = None,
+                             actor: Actor | None = None) -> BulkResult:
+        """A new attempt for each matching failed, aborted or cancelled row of the
+        activity's cohort (core/redrive.py), in batched commits (engine/bulk.py)."""
+        await self.ensure_ready()
+        return await self.bulk.redrive(parent_id, activity, where, idempotency_key,
+                                       actor or Actor.system())
 
     async def reset_activity(self, instance_id: str, activity: str, *, to: str = "active",
                              idempotency_key: str | None = None,

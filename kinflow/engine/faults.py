@@ -23,6 +23,7 @@ POINTS = frozenset({
     "before-propagation",  # window 5: a child's commit landed, the parent not told
     "before-drain",  # window 6: rows condemned, owed aborts not carried out
     "mid-materialise",  # a large cohort registered, some children not created yet
+    "mid-bulk",  # a bulk cohort verb committed a batch of rows, not the next one
     "purge-after-marker",  # retention: the root is marked, no member deleted yet
     "purge-mid-family",  # retention: a batch of members deleted, the root not yet
 })

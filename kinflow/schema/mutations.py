@@ -19,6 +19,7 @@ from kinflow.core.registry import registry_rows
 from kinflow.engine import OperationResult as EngineResult
 from kinflow.errors import DatasetNotFound, InvalidInput
 from kinflow.gdr import check_document_id, format_gdr
+from kinflow.schema.bulk import BulkResult, CohortFilter
 from kinflow.schema.cohorts import cohort_rows, cohort_window
 from kinflow.schema.context import KInfo
 from kinflow.schema.scalars import JSON, jsonable
@@ -164,6 +165,23 @@ class Mutation:
         doc = parent.to_json()
         rows = cohort_rows(registry_rows(doc), activity)
         return Cohort.of(parent.id_, activity, rows, cohort_window(doc, activity, rows))
+
+    @strawberry.mutation(description="A new attempt for each matching row whose child "
+                         "finished failed, aborted or cancelled; succeeded and live rows are "
+                         "skipped. Retried with the same key, it applies nothing twice.")
+    async def redrive_cohort(
+        self,
+        info: KInfo,
+        parent_id: strawberry.ID,
+        activity: str,
+        where: CohortFilter | None = None,
+        idempotency_key: str | None = None,
+    ) -> BulkResult:
+        actor = info.context.require("operator", "redriveCohort")
+        return BulkResult.of(await info.context.engine.redrive_cohort(
+            check_document_id(parent_id), activity,
+            where=where.to_core() if where is not None else None,
+            idempotency_key=idempotency_key, actor=actor))
 
     @strawberry.mutation
     async def tick(self, info: KInfo, instance_id: strawberry.ID) -> OperationResult:

@@ -1,0 +1,163 @@
+"""``redriveCohort``: a new attempt for each failed, aborted or cancelled row (pure).
+
+COHORT-CONTROL.md, "Redrive". A redriven row keeps its identity (``rowKey``,
+its place in the registry) and gets a new child: id ``<first child id>-a<n>``
+(``spawn.attempt_id``, deterministic, attempt 1 keeps the spawn's id), built
+from the row's original handoff (``seed`` of a queued or large spawn's row,
+else ``handoff``, both written at spawn). The row goes back to ``queued``
+with that handoff as its seed, ``attempt`` + 1, the old child id appended to
+``previousChildIds``, ``resolved``/``outcome``/``outputs`` cleared, and the
+same commit's window fill (``Commit.fill_windows``) starts it, or leaves it
+queued while its cohort's window is full: redriven rows wait their turn in
+registry order like any queued row.
+
+Allowed only while the parent is live and its open stage visit is the one
+that spawned the cohort (``redrive-not-allowed``). Succeeded and live rows are
+skipped. The shell (``engine/bulk.py``) selects rows once (``plan_select``)
+and applies them in batches (``plan_batch``), each row under the derived key
+``<key>:<rowKey>`` remembered on the row, so a retried call never redrives a
+row twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kinflow.core import budget, bulk, spawn
+from kinflow.core.commit import Commit
+from kinflow.core.context import PlanContext
+from kinflow.core.errors import RedriveNotAllowed
+from kinflow.core.history import record
+from kinflow.core.inputs import check_key
+from kinflow.core.ledger import is_replay, remember
+from kinflow.core.mutation import Mutation
+from kinflow.core.registry import outcome_view
+from kinflow.core.rows import replace_row
+from kinflow.core.state import INSTANCE_TYPE, Instance, Ref, SubworkflowEntry
+
+OP = "redriveCohort"
+REDRIVABLE = frozenset({"failed", "aborted", "cancelled"})
+HANDOFF_MISSING = "redrive-handoff-missing"
+"""Per-row refusal: a row spawned before handoffs were kept cannot be rebuilt."""
+
+
+@dataclass(frozen=True, slots=True)
+class Redrive:
+    """One ``redriveCohort`` call: the cohort, the filter and the call's key."""
+
+    activity: str
+    where: bulk.CohortFilter | None
+    key: str  # the caller's idempotency key, or one drawn for this call
+    keyed: bool  # the caller gave ``key`` (it goes in the parent's ledger)
+
+    def args(self) -> dict[str, Any]:
+        spec = self.where
+        where = None if spec is None else {
+            "status": list(spec.status) if spec.status is not None else None,
+            "outcome": list(spec.outcome) if spec.outcome is not None else None,
+            "rowKeys": list(spec.row_keys) if spec.row_keys is not None else None,
+            "stage": spec.stage, "where": spec.where}
+        return {"activity": self.activity, "where": where}
+
+
+def eligible(row: SubworkflowEntry) -> bool:
+    """A row whose child finished failed, aborted or cancelled."""
+    return row.resolved is not None and outcome_view(row)["outcome"] in REDRIVABLE
+
+
+def refusal(instance: Instance, found: bulk.Cohort) -> RedriveNotAllowed | None:
+    """Why the cohort cannot be redriven now, if it cannot."""
+    if instance.terminal:
+        return RedriveNotAllowed(
+            f"instance {instance.id_!r} is {instance.terminal_state}: only a live parent "
+            "redrives", parentId=instance.id_, activity=found.activity,
+            reason="parent-finished")
+    entry = instance.open_entry()
+    if entry is None or entry.key_ != found.stage_entry:
+        return RedriveNotAllowed(
+            f"instance {instance.id_!r} left the stage visit that spawned "
+            f"{found.activity!r}", parentId=instance.id_, activity=found.activity,
+            reason="stage-left", stage=instance.currentStage)
+    return None
+
+
+def plan_select(state: Instance, verb: Redrive, ctx: PlanContext) -> list[str]:
+    """The row keys the call is about, refusing the whole call first: a bad key or
+    filter, ``cohort-not-found``, ``redrive-not-allowed``, a key reused otherwise.
+
+    Rows already redriven under this call's key are selected whatever the filter says
+    now (a replay reports them as skipped)."""
+    check_key(verb.key, ctx.limits)
+    tree = verb.where.check(ctx.limits) if verb.where is not None else None
+    found = bulk.cohort(state, verb.activity)
+    refused = refusal(state, found)
+    if refused is not None:
+        raise refused
+    if verb.keyed:
+        is_replay(state, ctx, verb.key, OP, verb.args())  # another call's key is refused
+    return bulk.select(state, found, verb.where, tree, ctx.now,
+                       also=lambda row: bulk.marked(
+                           row, ctx, bulk.row_key(verb.key, row.rowKey), OP),
+                       budget=ctx.limits.groq_budget())
+
+
+def plan_batch(state: Instance, verb: Redrive, keys: list[str], ctx: PlanContext
+               ) -> Mutation:
+    """Redrive the rows named ``keys`` that are still eligible, in one commit of the
+    parent; ``Mutation.result`` is this batch's ``BulkResult`` (``matched`` 0)."""
+    commit = Commit(state, ctx)
+    m = commit.m
+    if verb.keyed and not is_replay(m, ctx, verb.key, OP, verb.args()):
+        remember(m, ctx, verb.key, OP, verb.args())
+    found = bulk.cohort(m, verb.activity)
+    refused = refusal(m, found)
+    latest = bulk.latest_rows(m, found)
+    result = bulk.BulkResult()
+    for key in keys:
+        place = latest.get(key)
+        row = m.subworkflows[place] if place is not None else None
+        derived = bulk.row_key(verb.key, key)
+        if place is None or row is None or bulk.marked(row, ctx, derived, OP) \
+                or not eligible(row):
+            result.skipped += 1
+            continue
+        if refused is not None:  # the parent moved on since the call began
+            result.refusals.append(bulk.BulkRefusal(row.child_id, key, refused.code,
+                                                    refused.message))
+            continue
+        problem = redrive_row(m, ctx, place, derived)
+        if problem is not None:
+            result.refusals.append(problem)
+        else:
+            result.applied += 1
+    if result.applied:
+        budget.reopen_on_redrive(m, ctx, (found.activity, found.stage_entry))
+        commit.cascade_once()  # starts what the window allows, then one hop
+    return commit.finish(result=result)
+
+
+def redrive_row(m: Instance, ctx: PlanContext, place: int, derived: str
+                ) -> bulk.BulkRefusal | None:
+    """Turn row ``place`` into its next attempt, queued with its handoff as the seed."""
+    row = m.subworkflows[place]
+    handoff = row.seed or row.handoff
+    if handoff is None:
+        return bulk.BulkRefusal(row.child_id, row.rowKey, HANDOFF_MISSING,
+                                "the row was spawned before handoffs were kept; "
+                                "its child cannot be rebuilt")
+    if ctx.definition(row.definition, handoff.version) is None:
+        return bulk.BulkRefusal(row.child_id, row.rowKey, "spawn-definition-unresolved",
+                                f"{row.definition} v{handoff.version} is not deployed")
+    previous = [*(row.previousChildIds or []), row.child_id]
+    attempt = (row.attempt or 1) + 1
+    new_id = spawn.attempt_id(previous[0], attempt)
+    ref = Ref(id=ctx.gdr(new_id), type=INSTANCE_TYPE)
+    replace_row(m, place, ref=ref, queued=True, seed=handoff, handoff=None, resolved=None,
+                observed=None, outcome=None, outputs=None, outputsError=None,
+                abortPending=None, abortReason=None, attempt=attempt,
+                previousChildIds=previous, bulkKeys=bulk.with_mark(row, ctx, derived, OP))
+    record(m, ctx, "subworkflowRedriven", activity=row.activity, instanceRef=ref.to_json(),
+           rowKey=row.rowKey, attempt=attempt, previousChildId=row.child_id,
+           idempotencyKey=derived, actor=ctx.actor.to_json())
+    return None
