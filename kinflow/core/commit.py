@@ -134,6 +134,8 @@ class Commit:
             spawn.register(instance, self.ctx, seed, child)
             if active is not None and not child.terminal:
                 active[key] = active.get(key, 0) + 1
+        # children that failed at once may exceed a budget: act before the hop goes on
+        failure_budget.enforce(instance, self.definition, self.ctx)
         return True
 
     def _window(self, instance: Instance, seed: spawn.ChildSeed) -> int | None:

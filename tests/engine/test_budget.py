@@ -238,3 +238,18 @@ async def test_deploy_refuses_bad_budgets_in_one_definition_invalid(engine: Engi
             spawn["onBudgetExceeded"] = policy
         with pytest.raises(DefinitionInvalid):
             await engine.deploy([bad, worker()])
+
+
+async def test_children_failing_inside_the_spawn_exceed_the_budget_in_that_hop(
+        engine: Engine) -> None:
+    failing = worker()  # every child ends in its failed stage at once
+    failing["stages"][0] = {"name": "work", "transitions": [
+        {"name": "to-gave-up", "to": "gave-up", "when": "true"},
+        {"name": "to-done", "to": "done", "when": "false"}]}
+    await engine.deploy([budgeted({"count": 1}, max_active=2), failing])
+    begun = await engine.start_instance("p", fields=items(*NAMES))
+    p = (await engine.fire_action(begun.instance.id_, "go", "go")).instance
+    assert p.currentStage == "failed"  # not "next": the settled gate never fired
+    assert activity_status(p) == "failed" and len(cohort_failed(p)) == 1
+    assert {r.outcome for r in p.subworkflows} == {"failed"}
+    await assert_repaired(engine)
