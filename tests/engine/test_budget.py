@@ -253,3 +253,23 @@ async def test_children_failing_inside_the_spawn_exceed_the_budget_in_that_hop(
     assert activity_status(p) == "failed" and len(cohort_failed(p)) == 1
     assert {r.outcome for r in p.subworkflows} == {"failed"}
     await assert_repaired(engine)
+
+
+async def test_a_redrive_returns_the_failed_activity_and_the_budget_acts_again(
+        engine: Engine) -> None:
+    p = await start(engine, budgeted({"count": 0}, max_active=2, exit_on_failure=False))
+    ids = await child_ids(engine, p.id_)
+    await fail(engine, ids["n0"])
+    assert activity_status(await engine.get_instance(p.id_)) == "failed"
+    result = await engine.redrive_cohort(p.id_, "translate")
+    print(f"redrive: {result}")
+    redriven = await engine.get_instance(p.id_)
+    assert activity_status(redriven) == "active"  # still in the visit: reopened
+    assert len(cohort_failed(redriven)) == 1
+    live = {r.rowKey: r.child_id for r in redriven.subworkflows if r.resolved is None
+            and not r.queued}
+    assert live and "n0" in live and live["n0"] != ids["n0"]
+    await fail(engine, live["n0"])  # the second attempt fails too: the budget acts again
+    again = await engine.get_instance(p.id_)
+    assert activity_status(again) == "failed" and len(cohort_failed(again)) == 2
+    await assert_repaired(engine)
