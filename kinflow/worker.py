@@ -9,6 +9,8 @@ is owed after it (docs/subworkflows.md), each behind an index:
 * ``owesAborts``: rows are condemned and the aborts not carried out;
 * ``materialising``: a large spawn registered rows whose children are not all
   created yet;
+* ``owesBulk``: a bulk cohort verb (``redriveCohort``) committed some of its
+  batches and not the last (``engine/bulk.py``);
 * ``effectsDueAt`` has passed: effects wait to run, or a claim's lease ended.
 
 One pass reads a bounded batch of each kind and handles every item under a
@@ -174,6 +176,8 @@ class Worker:
             ("materialise", lambda seen: self._ids({"materialising": True}, seen, stale),
              self._materialise_owed,
              lambda i: self.engine.finish_materialising(i, actor=self.actor)),
+            ("bulk", lambda seen: self._ids({"owesBulk": True}, seen, stale),
+             self._bulk_owed, lambda i: self.engine.finish_bulk(i, actor=self.actor)),
             ("drain", lambda seen: self._ids({"owesAborts": True}, seen),
              lambda i: self._owed(i, {"owesAborts": True}),
              lambda i: self.engine.repair(i, actor=self.actor)),
@@ -309,6 +313,12 @@ class Worker:
         if instance_id in self.engine.materialising_now:
             return False
         return await self._owed(instance_id, {"materialising": True})
+
+    async def _bulk_owed(self, instance_id: str) -> bool:
+        # a bulk call this process is still running is not a crash's leftover
+        if instance_id in self.engine.bulk_now:
+            return False
+        return await self._owed(instance_id, {"owesBulk": True})
 
     async def _owed(self, instance_id: str, filter_: dict[str, Any]) -> bool:
         return await self.lake.count({"_id": instance_id, **_INSTANCE, **filter_},

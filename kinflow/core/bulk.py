@@ -30,7 +30,7 @@ from kinflow.core.conditions import SNAPSHOT_MAX_SCANNED
 from kinflow.core.context import Limits, PlanContext
 from kinflow.core.errors import CohortNotFound
 from kinflow.core.registry import Row, row_view
-from kinflow.core.state import Instance, ProcessedRequest, SubworkflowEntry
+from kinflow.core.state import BulkCall, Instance, ProcessedRequest, SubworkflowEntry
 from kinflow.core.window import latest_visit
 from kinflow.errors import InvalidInput
 from kinflow.timestamps import iso, parse_iso
@@ -56,6 +56,26 @@ class CohortFilter:
     row_keys: tuple[str, ...] | None = None
     stage: str | None = None
     where: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The filter as stored with a call (``Instance.bulkCalls``) and fingerprinted."""
+        return {"status": list(self.status) if self.status is not None else None,
+                "outcome": list(self.outcome) if self.outcome is not None else None,
+                "rowKeys": list(self.row_keys) if self.row_keys is not None else None,
+                "stage": self.stage, "where": self.where}
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any] | None) -> CohortFilter | None:
+        if value is None:
+            return None
+
+        def listed(name: str) -> tuple[str, ...] | None:
+            found = value.get(name)
+            return tuple(found) if isinstance(found, list) else None
+
+        return cls(status=listed("status"), outcome=listed("outcome"),
+                   row_keys=listed("rowKeys"), stage=value.get("stage"),
+                   where=value.get("where"))
 
     def check(self, limits: Limits) -> groq.Tree | None:
         """Refuse a filter that can never be applied, before anything is; the parsed
@@ -207,6 +227,30 @@ def with_mark(row: SubworkflowEntry, ctx: PlanContext, derived: str, op: str
         "_key": ctx.new_key(), "key": derived, "op": op, "processedAt": ctx.now_iso,
         "expiresAt": iso(ctx.now + ttl)}))
     return kept[-MARKS_KEPT:]
+
+
+# ---- calls interrupted between batches ----
+
+
+def pending(instance: Instance, op: str, key: str) -> BulkCall | None:
+    for call in instance.bulkCalls or []:
+        if (call.op, call.key) == (op, key):
+            return call
+    return None
+
+
+def begin_call(instance: Instance, ctx: PlanContext, call: BulkCall) -> None:
+    """Record a call with batches still to commit, so the heartbeat can finish it."""
+    if pending(instance, call.op, call.key) is None:
+        instance.bulkCalls = [*(instance.bulkCalls or []), call]
+    instance.owesBulk = True
+
+
+def end_call(instance: Instance, op: str, key: str) -> None:
+    """The call's last batch committed (or it can never finish): forget it."""
+    left = [c for c in instance.bulkCalls or [] if (c.op, c.key) != (op, key)]
+    instance.bulkCalls = left or None
+    instance.owesBulk = True if left else None
 
 
 # ---- results ----

@@ -34,7 +34,7 @@ from kinflow.core.ledger import is_replay, remember
 from kinflow.core.mutation import Mutation
 from kinflow.core.registry import outcome_view
 from kinflow.core.rows import replace_row
-from kinflow.core.state import INSTANCE_TYPE, Instance, Ref, SubworkflowEntry
+from kinflow.core.state import INSTANCE_TYPE, BulkCall, Instance, Ref, SubworkflowEntry
 
 OP = "redriveCohort"
 REDRIVABLE = frozenset({"failed", "aborted", "cancelled"})
@@ -52,13 +52,19 @@ class Redrive:
     keyed: bool  # the caller gave ``key`` (it goes in the parent's ledger)
 
     def args(self) -> dict[str, Any]:
-        spec = self.where
-        where = None if spec is None else {
-            "status": list(spec.status) if spec.status is not None else None,
-            "outcome": list(spec.outcome) if spec.outcome is not None else None,
-            "rowKeys": list(spec.row_keys) if spec.row_keys is not None else None,
-            "stage": spec.stage, "where": spec.where}
+        where = self.where.to_json() if self.where is not None else None
         return {"activity": self.activity, "where": where}
+
+    def call(self, ctx: PlanContext) -> BulkCall:
+        return BulkCall(op=OP, key=self.key, keyed=self.keyed, activity=self.activity,
+                        where=self.args()["where"], startedAt=ctx.now_iso,
+                        actor=ctx.actor.model())
+
+    @classmethod
+    def of_call(cls, call: BulkCall) -> Redrive:
+        """The call an interrupted ``redriveCohort`` recorded (the heartbeat finishes it)."""
+        return cls(call.activity, bulk.CohortFilter.from_json(call.where), call.key,
+                   call.keyed)
 
 
 def eligible(row: SubworkflowEntry) -> bool:
@@ -102,14 +108,22 @@ def plan_select(state: Instance, verb: Redrive, ctx: PlanContext) -> list[str]:
                        budget=ctx.limits.groq_budget())
 
 
-def plan_batch(state: Instance, verb: Redrive, keys: list[str], ctx: PlanContext
-               ) -> Mutation:
+def plan_batch(state: Instance, verb: Redrive, keys: list[str], ctx: PlanContext, *,
+               last: bool = True) -> Mutation:
     """Redrive the rows named ``keys`` that are still eligible, in one commit of the
-    parent; ``Mutation.result`` is this batch's ``BulkResult`` (``matched`` 0)."""
+    parent; ``Mutation.result`` is this batch's ``BulkResult`` (``matched`` 0).
+
+    Every batch but the ``last`` records the call on the parent (``bulkCalls``, the
+    heartbeat's ``owesBulk``); the last one forgets it."""
     commit = Commit(state, ctx)
     m = commit.m
     if verb.keyed and not is_replay(m, ctx, verb.key, OP, verb.args()):
         remember(m, ctx, verb.key, OP, verb.args())
+    if last:
+        if bulk.pending(m, OP, verb.key) is not None:
+            bulk.end_call(m, OP, verb.key)
+    else:
+        bulk.begin_call(m, ctx, verb.call(ctx))
     found = bulk.cohort(m, verb.activity)
     refused = refusal(m, found)
     latest = bulk.latest_rows(m, found)
@@ -135,6 +149,13 @@ def plan_batch(state: Instance, verb: Redrive, keys: list[str], ctx: PlanContext
         budget.reopen_on_redrive(m, ctx, (found.activity, found.stage_entry))
         commit.cascade_once()  # starts what the window allows, then one hop
     return commit.finish(result=result)
+
+
+def plan_forget(state: Instance, verb: Redrive, ctx: PlanContext) -> Mutation:
+    """Forget an interrupted call that can never finish (its parent moved on)."""
+    commit = Commit(state, ctx, engine=True)
+    bulk.end_call(commit.m, OP, verb.key)
+    return commit.finish()
 
 
 def redrive_row(m: Instance, ctx: PlanContext, place: int, derived: str

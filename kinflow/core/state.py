@@ -187,6 +187,19 @@ class SubworkflowEntry(Part):
         return self.resolved is None
 
 
+class BulkCall(Part):
+    """A bulk cohort verb that has committed some of its batches (core/bulk.py): what the
+    heartbeat needs to finish it under the same key."""
+
+    op: str
+    key: str  # the caller's key, or the one the call drew
+    keyed: bool = False  # the caller gave ``key``
+    activity: str
+    where: dict[str, Any] | None = None  # the CohortFilter (CohortFilter.to_json)
+    startedAt: str
+    actor: ActorModel | None = None
+
+
 class CohortWindow(Part):
     """An operator's setting for one cohort (``updateCohort``), keyed by the visit that
     spawned it; without one the spawn block's ``maxActive`` applies (core/window.py)."""
@@ -300,6 +313,8 @@ class Instance(Part):
     propagateToken: str | None = None  # which change that stamp carries (cleared by it)
     owesAborts: bool | None = None  # live rows are condemned and not drained yet
     materialising: bool | None = None  # a large spawn's children are still being created
+    bulkCalls: list[BulkCall] | None = None  # bulk cohort verbs interrupted between batches
+    owesBulk: bool | None = None  # set while ``bulkCalls`` is not empty (the heartbeat's hint)
     effectsDueAt: str | None = None  # earliest pending effect to run or lease to take over
 
     # ---- derived facts ----

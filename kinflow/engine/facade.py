@@ -286,6 +286,16 @@ class Engine:
         return await self.materialiser.finish(await self.transact.load(parent_id, None),
                                               actor or Actor.system())
 
+    @property
+    def bulk_now(self) -> set[str]:
+        """Parents with a bulk cohort call running in this process (the heartbeat skips
+        them)."""
+        return self.bulk.now
+
+    async def finish_bulk(self, parent_id: str, *, actor: Actor | None = None) -> int:
+        """Finish the bulk cohort calls a crash interrupted between batches (engine/bulk.py)."""
+        return await self.bulk.finish(parent_id, actor or Actor.system())
+
     async def repair(self, instance_id: str, *, actor: Actor | None = None) -> Instance:
         """Finish what a crash left owed on one instance: drain owed aborts, propagate.
 

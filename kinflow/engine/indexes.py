@@ -41,4 +41,6 @@ ENGINE_INDEXES: tuple[IndexSpec, ...] = (
     _owing("instance_owing_aborts", "owesAborts", True, "instance_owes_aborts"),
     _owing("instance_materialising_now", "materialising", True, "instance_materialising"),
     _owing("instance_effects_due_at", "effectsDueAt", {"$gt": ""}, "instance_effects_due"),
+    IndexSpec("instance_owing_bulk", (("owesBulk", 1),),  # bulk calls cut between batches
+              partial={**INSTANCES, "owesBulk": True}),
 )

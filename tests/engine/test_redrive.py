@@ -26,6 +26,7 @@ from kinflow.core.state import Instance
 from kinflow.engine import Engine
 from kinflow.groq import GroqSyntaxError
 from kinflow.storage import Lake
+from kinflow.worker import Worker
 from tests.engine.cohort_defs import items, parent
 from tests.engine.conftest import Clock
 from tests.engine.definitions import simple
@@ -159,6 +160,58 @@ async def test_an_interrupted_call_is_finished_by_retrying_it_with_its_key(
     assert [final[n]["attempt"] for n in names] == [2] * 5
     assert all(final[n]["status"] == "active" for n in names)
     assert (await engine.redrive_cohort(p.id_, "translate", idempotency_key="batch")).applied == 0
+    assert (await engine.get_instance(p.id_)).owesBulk is None  # the retry ended the call
+    await assert_repaired(engine)
+
+
+async def test_the_heartbeat_forgets_a_cut_call_whose_parent_left_the_stage(
+        lake: Lake, clock: Clock) -> None:
+    engine = Engine(lake, clock=clock, limits=replace(Limits(), bulk_batch=1))
+    await engine.ensure_ready()
+    p = await begin(engine, "a", "b")
+    first = ids(p)
+    for name in ("a", "b"):
+        await fail(engine, first[name])
+    engine.faults.arm("mid-bulk")
+    with pytest.raises(InjectedFault):
+        await engine.redrive_cohort(p.id_, "translate", idempotency_key="gone")
+    await engine.set_stage(p.id_, "next")
+    report = await Worker(engine, grace_seconds=0).run_pass()
+    assert ("bulk", p.id_) in report.processed and not report.failed
+    left = await engine.get_instance(p.id_)
+    assert left.owesBulk is None and left.bulkCalls is None
+    assert [rows(left)[n]["attempt"] for n in ("a", "b")] == [2, 1]
+
+
+@pytest.mark.parametrize("key", ["beat", None])
+async def test_an_interrupted_call_is_finished_by_one_heartbeat(
+        lake: Lake, clock: Clock, key: str | None) -> None:
+    engine = Engine(lake, clock=clock, limits=replace(Limits(), bulk_batch=2))
+    await engine.ensure_ready()
+    names = [f"r{i}" for i in range(5)]
+    p = await begin(engine, *names)
+    first = ids(p)
+    for name in names:
+        await fail(engine, first[name])
+
+    engine.faults.arm("mid-bulk", times=2)
+    with pytest.raises(InjectedFault):
+        await engine.redrive_cohort(p.id_, "translate", idempotency_key=key)
+    cut = await engine.get_instance(p.id_)
+    calls = cut.bulkCalls or []
+    assert cut.owesBulk and len(calls) == 1 and calls[0].keyed is (key is not None)
+    assert calls[0].key == key or (key is None and calls[0].key.startswith("bulk-"))
+    cut_again = await Worker(engine, grace_seconds=0).run_pass()  # the heartbeat is cut too
+    assert [kind for kind, _, _ in cut_again.failed] == ["bulk"]
+    assert (await engine.get_instance(p.id_)).owesBulk  # so it stays owed
+    assert [rows(await engine.get_instance(p.id_))[n]["attempt"] for n in names] == \
+        [2, 2, 1, 1, 1]
+
+    report = await Worker(engine, grace_seconds=0).run_pass()
+    assert ("bulk", p.id_) in report.processed and not report.failed
+    final = await engine.get_instance(p.id_)
+    assert [rows(final)[n]["attempt"] for n in names] == [2] * 5
+    assert final.owesBulk is None and final.bulkCalls is None
     await assert_repaired(engine)
 
 
