@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kinflow.core import budget as failure_budget
+from kinflow.core import cohort_index, readmodel, spawn, window
 from kinflow.core import effects as fx
-from kinflow.core import readmodel, spawn, window
 from kinflow.core.actions import Spawner
 from kinflow.core.cascade import hop, next_evaluation_at
 from kinflow.core.cohorts import condemned
@@ -182,6 +182,9 @@ class Commit:
         owes_hop = self.fill_windows() or owes_hop  # what this commit resolved frees its place
         new_history = m.history[self.history_start:]
         rows = row_writes(m, self.rows_base, new_history, self.history_start)
+        if rows:  # the cohorts' counts follow the chunks this commit rewrites
+            m.cohortRows = cohort_index.updated(m.cohortRows, self.rows_base, m.subworkflows,
+                                                [doc["chunk"] for doc in rows.chunks])
         if m.subworkflows:
             m.rowCount = len(m.subworkflows)
         after = m.stored_json()

@@ -30,16 +30,7 @@ def row_view(row: SubworkflowEntry, open_key: str | None) -> dict[str, Any]:
     ``open_key`` is the key of the parent's open stage visit: a row spawned in
     it is ``current``.
     """
-    status: RowStatus
-    if row.resolved is not None:
-        status = "aborted" if row.resolved.aborted else "done"
-        stage = row.resolved.stage
-    elif row.queued:
-        status, stage = "queued", None
-    elif row.observed is not None:
-        status, stage = row.observed.status, row.observed.stage
-    else:
-        status, stage = "active", None
+    status, stage = row_state(row)
     return {
         "_id": row.ref.id.split(":", 2)[-1],
         "rowKey": row.rowKey,
@@ -52,6 +43,18 @@ def row_view(row: SubworkflowEntry, open_key: str | None) -> dict[str, Any]:
         "spawnedAt": row.spawnedAt,
         **outcome_view(row),
     }
+
+
+def row_state(row: SubworkflowEntry) -> tuple[RowStatus, str | None]:
+    """A row's status and stage: resolved -> done/aborted, else what propagation last
+    observed, else active (queued while waiting in its window)."""
+    if row.resolved is not None:
+        return ("aborted" if row.resolved.aborted else "done"), row.resolved.stage
+    if row.queued:
+        return "queued", None
+    if row.observed is not None:
+        return row.observed.status, row.observed.stage
+    return "active", None
 
 
 def outcome_view(row: SubworkflowEntry) -> dict[str, Any]:
@@ -122,33 +125,37 @@ def registry_rows(parent: Doc) -> list[Row]:
 
 def _registry_rows(parent: Doc) -> list[Row]:
     instance = parse_instance(parent)
-    seen = subworkflow_rows(instance, instance.open_entry())
-    rows = []
-    for entry, view in zip(instance.subworkflows, seen, strict=True):
-        rows.append(Row(
-            parent_id=instance.id_,
-            row_key=view["rowKey"],
-            activity=view["activity"],
-            action=view["action"],
-            definition=view["definition"],
-            current=bool(view["current"]),
-            status=view["status"],
-            stage=view["stage"],
-            spawned_at=view["spawnedAt"],
-            condemned=entry.abortPending is not None and entry.resolved is None,
-            abort_reason=entry.abortReason or (entry.abortPending.reason if entry.abortPending
-                                               else None),
-            resolved_at=entry.resolved.at if entry.resolved else None,
-            child_id=view["_id"],
-            resolved=entry.resolved is not None,
-            stage_entry=entry.stageEntry,
-            outcome=view["outcome"],
-            outputs=view["outputs"],
-            outputs_error=view["outputsError"],
-            attempt=view["attempt"],
-            previous_child_ids=tuple(view["previousChildIds"]),
-        ))  # fmt: skip
-    return rows
+    entry = instance.open_entry()
+    open_key = entry.key_ if entry is not None else None
+    return [api_row(instance.id_, row, open_key) for row in instance.subworkflows]
+
+
+def api_row(parent_id: str, entry: SubworkflowEntry, open_key: str | None) -> Row:
+    """The API's ``Row`` of one stored row (``row_view`` plus the bookkeeping)."""
+    view = row_view(entry, open_key)
+    return Row(
+        parent_id=parent_id,
+        row_key=view["rowKey"],
+        activity=view["activity"],
+        action=view["action"],
+        definition=view["definition"],
+        current=bool(view["current"]),
+        status=view["status"],
+        stage=view["stage"],
+        spawned_at=view["spawnedAt"],
+        condemned=entry.abortPending is not None and entry.resolved is None,
+        abort_reason=entry.abortReason or (entry.abortPending.reason if entry.abortPending
+                                           else None),
+        resolved_at=entry.resolved.at if entry.resolved else None,
+        child_id=view["_id"],
+        resolved=entry.resolved is not None,
+        stage_entry=entry.stageEntry,
+        outcome=view["outcome"],
+        outputs=view["outputs"],
+        outputs_error=view["outputsError"],
+        attempt=view["attempt"],
+        previous_child_ids=tuple(view["previousChildIds"]),
+    )  # fmt: skip
 
 
 def overlay(row: Row, child: Doc | None) -> Row:
@@ -188,6 +195,7 @@ class CohortCounts:
     aborted: int
     queued: int = 0  # rows waiting in the cohort's window (not settled)
     failed: int = 0  # rows whose outcome is failed or aborted (what a budget counts)
+    cancelled: int = 0  # rows CANCELLED (by a cancellation)
 
     @property
     def settled(self) -> bool:
@@ -198,5 +206,6 @@ def count(rows: list[Row]) -> CohortCounts:
     statuses = [r.status for r in rows]
     return CohortCounts(len(rows), statuses.count("active"), statuses.count("done"),
                         statuses.count("aborted"), queued=statuses.count("queued"),
-                        failed=sum(1 for r in rows if r.outcome in outcomes.FAILING)
+                        failed=sum(1 for r in rows if r.outcome in outcomes.FAILING),
+                        cancelled=statuses.count("cancelled"),
                         )  # fmt: skip

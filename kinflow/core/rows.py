@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kinflow.core import cohort_index
 from kinflow.core.state import Instance, SubworkflowEntry, row_of_entry
 
 CHUNK_TYPE = "kinflow.registryChunk"
@@ -54,7 +55,8 @@ def chunk_document(parent_id: str, chunk: int, rows: list[SubworkflowEntry],
                    history: list[dict[str, Any]]) -> dict[str, Any]:
     """The stored chunk ``chunk`` of a registry (its history entries carry ``n``)."""
     return {"_id": chunk_id(parent_id, chunk), "_type": CHUNK_TYPE, "parent": parent_id,
-            "chunk": chunk, "rows": [row.to_json() for row in rows], "history": history}
+            "chunk": chunk, "rows": [row.to_json() for row in rows], "history": history,
+            "cohorts": cohort_index.summarise(rows, chunk * CHUNK)}  # what pages skip by
 
 
 def rows_of_chunks(docs: list[dict[str, Any]]
@@ -108,6 +110,8 @@ def row_writes(instance: Instance, base: list[SubworkflowEntry],
     if not touched:
         return RowWrites()
     members = {rows[i].child_id: i // CHUNK for i in range(len(rows)) if i // CHUNK in touched}
+    members.update({old: i // CHUNK for i in range(len(rows)) if i // CHUNK in touched
+                    for old in rows[i].previousChildIds or ()})  # a redriven row's history
     bound: dict[int, list[dict[str, Any]]] = {chunk: [] for chunk in touched}
     for n, entry in enumerate(instance.history):
         child = row_of_entry(entry)

@@ -13,6 +13,7 @@ from kinflow.core.registry import registry_rows
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.errors import InvalidInput
 from kinflow.gdr import check_document_id, format_gdr
+from kinflow.schema.cohort_page import indexable, indexed, spawned
 from kinflow.schema.cohorts import check_activity, cohort_rows, cohort_window
 from kinflow.schema.context import KInfo
 from kinflow.schema.disconnect import unless_disconnected
@@ -141,6 +142,15 @@ class Query:
         if parent is None:
             raise InstanceNotFound(f"no instance {parent_id!r}", instanceId=parent_id)
         engine = await info.context.services.engine_over(parent.get("dataset"))
+        if action is None and current_only and indexable(parent):
+            # counts from the parent's summary, rows read by page (schema/cohort_page.py)
+            found = await indexed(engine.transact.rows, engine.limits, parent, activity)
+            if found is not None:
+                source, last = found
+                return Cohort.indexed(source, last, cohort_window(parent, activity, [last]))
+            if not spawned(parent, activity):
+                await check_activity(info.context.loaders, parent, activity, [])
+                return Cohort.of(parent["_id"], activity, [], cohort_window(parent, activity, []))
         parent = await engine.assemble(parent)
         every = registry_rows(parent)
         await check_activity(info.context.loaders, parent, activity, every)

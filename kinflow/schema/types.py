@@ -22,6 +22,13 @@ from kinflow.core.registry import CohortCounts, Row, count, registry_rows, selec
 from kinflow.core.state import parse_instance
 from kinflow.gdr import document_id, format_gdr
 from kinflow.schema.budget import FailureBudget, cohort_budget
+from kinflow.schema.bulk import CohortFilter
+from kinflow.schema.cohort_page import (
+    CohortSource,
+    SubworkflowConnection,
+    counts_of,
+    page_of_rows,
+)
 from kinflow.schema.context import KInfo
 from kinflow.schema.definition_types import DeployedDefinition, DeployResult, WorkflowDefinition
 from kinflow.schema.instance_parts import (
@@ -164,6 +171,7 @@ class Cohort:
     counts: strawberry.Private[CohortCounts]
     selected: strawberry.Private[list[Row]]
     window: strawberry.Private[int | None] = None
+    source: strawberry.Private[CohortSource | None] = None  # indexed: rows read by page
 
     @strawberry.field
     def total(self) -> int:
@@ -203,9 +211,33 @@ class Cohort:
     def settled(self) -> bool:
         return self.counts.settled
 
-    @strawberry.field
-    def rows(self) -> list[Subworkflow]:
-        return [Subworkflow(row=r) for r in self.selected]
+    @strawberry.field(description="Rows CANCELLED (a cancellation skipped or ended them).")
+    def cancelled(self) -> int:
+        return self.counts.cancelled
+
+    @strawberry.field(description="Every row of the cohort; prefer page on large cohorts.")
+    async def rows(self) -> list[Subworkflow]:
+        rows = self.selected if self.source is None else await self.source.rows()
+        return [Subworkflow(row=r) for r in rows]
+
+    @strawberry.field(description="A page of the cohort's rows in forEach order, filtered "
+                      "by where; served from the cohort's summary and only the chunks "
+                      "it needs.")
+    async def page(self, info: KInfo, first: int | None = 100, after: str | None = None,
+                   where: CohortFilter | None = None) -> SubworkflowConnection:
+        first = 100 if first is None else first
+        if self.source is not None:
+            return await self.source.page(first, after, where)
+        return await page_of_rows(self.selected, first, after, where,
+                                  info.context.services.engine.limits)
+
+    @classmethod
+    def indexed(cls, source: CohortSource, last: Row, window: int | None = None) -> Cohort:
+        """A cohort whose counts come from the parent's summary; ``selected`` holds only
+        its last row (read ``counts``, or ``source.rows()`` for every row)."""
+        return cls(parent_id=strawberry.ID(source.parent_id), activity=last.activity,
+                   counts=counts_of(source.entry), selected=[last], window=window,
+                   source=source)
 
     @classmethod
     def of(cls, parent_id: str, activity: str, rows: list[Row],

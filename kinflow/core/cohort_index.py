@@ -1,0 +1,135 @@
+"""Per-cohort counts and row ranges kept beside the registry (pure; no I/O).
+
+A cohort page or a cohort's counts must not read every row of a 10,000-row
+cohort (docs/subworkflows.md, "Paged cohorts"). So every commit that writes
+rows also keeps two small summaries, both keyed by cohort (the spawning
+activity and the stage visit that spawned it):
+
+* on the parent (``Instance.cohortRows``): each cohort's ``first`` and
+  ``last`` row index and its ``counts``, one number per ``status:outcome``
+  pair (``done:failed``, ``queued:`` ...), so every count and the total of a
+  status/outcome filter are sums over a few numbers;
+* on each chunk document (``cohorts``): the same per chunk, so a filtered
+  page skips the chunks holding no candidate.
+
+The parent's summary is updated by difference over the chunks a commit
+rewrites (the rows it replaced, against the rows stored before), so its cost
+follows the commit, not the cohort.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from kinflow.core.registry import outcome_view, row_state
+from kinflow.core.state import SubworkflowEntry
+
+CHUNK = 32  # = core.rows.CHUNK (rows imports this module)
+
+Summary = list[dict[str, Any]]
+
+
+def tally(row: SubworkflowEntry) -> str:
+    """The ``status:outcome`` pair a row counts under (as ``registry.row_view`` reads it)."""
+    outcome = outcome_view(row)["outcome"]
+    return f"{row_state(row)[0]}:{outcome or ''}"
+
+
+def split(key: str) -> tuple[str, str | None]:
+    """``(status, outcome)`` of a tally key."""
+    status, _, outcome = key.partition(":")
+    return status, outcome or None
+
+
+def summarise(rows: Iterable[SubworkflowEntry], offset: int = 0) -> Summary:
+    """The cohorts present in ``rows`` (row ``i`` being registry row ``offset + i``), in
+    order of first appearance: ``{activity, stageEntry, first, last, counts}``."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for i, row in enumerate(rows, offset):
+        _add(found, row, i)
+    return list(found.values())
+
+
+def _add(found: dict[tuple[str, str], dict[str, Any]], row: SubworkflowEntry, index: int
+         ) -> None:
+    key = (row.activity, row.stageEntry)
+    entry = found.get(key)
+    if entry is None:
+        entry = found[key] = {"activity": row.activity, "stageEntry": row.stageEntry,
+                              "first": index, "last": index, "counts": {}}
+    entry["first"] = min(entry["first"], index)
+    entry["last"] = max(entry["last"], index)
+    name = tally(row)
+    entry["counts"][name] = entry["counts"].get(name, 0) + 1
+
+
+def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
+            rows: Sequence[SubworkflowEntry], chunks: Iterable[int]) -> Summary:
+    """The parent's summary after a commit rewrote ``chunks``: ``base`` is the registry
+    the stored ``summary`` describes, ``rows`` the registry now. Without a stored
+    summary (rows written before summaries existed) it is computed whole, once."""
+    if summary is None:
+        return summarise(rows)
+    found = {(e["activity"], e["stageEntry"]): {**e, "counts": dict(e["counts"])}
+             for e in summary}
+    for chunk in chunks:
+        lo, hi = chunk * CHUNK, (chunk + 1) * CHUNK
+        for row in base[lo:hi]:
+            entry = found.get((row.activity, row.stageEntry))
+            if entry is None:
+                continue
+            name = tally(row)
+            left = entry["counts"].get(name, 0) - 1
+            if left > 0:
+                entry["counts"][name] = left
+            else:
+                entry["counts"].pop(name, None)
+        for index, row in enumerate(rows[lo:hi], lo):
+            _add(found, row, index)
+    return list(found.values())
+
+
+# ---------------------------------------------------------------- reading
+
+
+def total(entry: dict[str, Any] | None) -> int:
+    return sum((entry or {}).get("counts", {}).values())
+
+
+def count_where(entry: dict[str, Any] | None, statuses: Iterable[str] | None,
+                outcomes: Iterable[str] | None) -> int:
+    """Rows of the cohort whose status is one of ``statuses`` and whose outcome is one
+    of ``outcomes`` (``None``: any)."""
+    wanted_status = set(statuses) if statuses is not None else None
+    wanted_outcome = set(outcomes) if outcomes is not None else None
+    n = 0
+    for key, value in (entry or {}).get("counts", {}).items():
+        status, outcome = split(key)
+        if wanted_status is not None and status not in wanted_status:
+            continue
+        if wanted_outcome is not None and outcome not in wanted_outcome:
+            continue
+        n += int(value)
+    return n
+
+
+def find(summary: Summary | None, activity: str, open_key: str | None
+         ) -> dict[str, Any] | None:
+    """The cohort a question about ``activity`` means: the one the open stage visit
+    spawned, else the last visit's that spawned (as ``schema.cohorts.cohort_rows``)."""
+    mine = [e for e in summary or [] if e["activity"] == activity]
+    for entry in mine:
+        if entry["stageEntry"] == open_key:
+            return entry
+    return max(mine, key=lambda e: int(e["last"]), default=None)
+
+
+def chunk_entry(chunk_doc: dict[str, Any], activity: str, stage_entry: str
+                ) -> dict[str, Any] | None:
+    """A chunk document's summary of one cohort (``None``: none of its rows, or a chunk
+    written before summaries, which then always counts as a candidate)."""
+    for entry in chunk_doc.get("cohorts") or []:
+        if entry.get("activity") == activity and entry.get("stageEntry") == stage_entry:
+            return dict(entry)
+    return None

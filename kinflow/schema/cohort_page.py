@@ -1,0 +1,235 @@
+"""``Cohort.page`` and the counts of a cohort, served without reading every row.
+
+A cohort the ``cohort`` query answers comes with a ``CohortSource``: the
+parent's per-cohort summary (``core/cohort_index.py``) gives its counts and
+the total of a status/outcome filter; a page reads only the chunks it needs
+(``engine/cohort_pages.py``). A cohort built from rows already in memory (a
+subscription's event, a mutation's answer) pages over those rows instead.
+
+A cursor is opaque: base64 of ``{"row": <registry place>}`` for indexed
+cohorts, ``{"at": <position>}`` for in-memory ones.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any
+
+import strawberry
+
+from kinflow.core import bulk, cohort_index
+from kinflow.core.context import Limits
+from kinflow.core.registry import CohortCounts, Row, api_row, row_view
+from kinflow.core.state import SubworkflowEntry
+from kinflow.engine import cohort_pages
+from kinflow.errors import InvalidInput
+from kinflow.schema.bulk import CohortFilter
+from kinflow.schema.instance_parts import PageInfo
+
+if TYPE_CHECKING:
+    from kinflow.engine.rowstore import RowStore
+    from kinflow.schema.types import Subworkflow
+
+MAX_FIRST = 1000
+"""The largest page a caller may ask for."""
+
+
+@strawberry.type(description="A page of a cohort's rows, in registry (forEach) order.")
+class SubworkflowConnection:
+    nodes: list[Annotated["Subworkflow", strawberry.lazy("kinflow.schema.types")]]  # noqa: UP037
+    page_info: PageInfo
+    counter: strawberry.Private[Callable[[], Awaitable[int]]]
+
+    @strawberry.field(description="Rows of the cohort the filter selects (every page).")
+    async def total_count(self) -> int:
+        return await self.counter()
+
+
+# ---------------------------------------------------------------- cursors
+
+
+def encode(kind: str, value: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({kind: value}).encode()).decode()
+
+
+def decode(cursor: str | None, kind: str) -> int | None:
+    """The place a cursor of ``kind`` names; ``invalid-input`` for anything else."""
+    if cursor is None:
+        return None
+    try:
+        value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except ValueError:
+        value = None
+    place = value.get(kind) if isinstance(value, dict) else None
+    if not isinstance(place, int) or isinstance(place, bool) or place < -1:
+        raise InvalidInput("after is not a cursor of this cohort's pages", field="after",
+                           reason="cursor")
+    return place
+
+
+def check_first(first: int) -> int:
+    if not 1 <= first <= MAX_FIRST:
+        raise InvalidInput(f"first must be between 1 and {MAX_FIRST}", field="first",
+                           value=first, reason="range")
+    return first
+
+
+# ---------------------------------------------------------------- filters
+
+
+def spec_of(where: CohortFilter | None) -> bulk.CohortFilter | None:
+    """The pure filter of a ``CohortFilter`` input (the redrive lane's, schema/bulk.py)."""
+    return where.to_core() if where is not None else None
+
+
+def tallies(entry: dict[str, Any], spec: bulk.CohortFilter | None) -> set[str] | None:
+    """The ``status:outcome`` pairs of the cohort a row ``spec`` selects can have
+    (``None``: the filter says nothing about them)."""
+    if spec is None or (spec.status is None and spec.outcome is None):
+        return None
+    found = set()
+    for key in entry.get("counts", {}):
+        status, outcome = cohort_index.split(key)
+        if spec.status is not None and status not in spec.status:
+            continue
+        if spec.outcome is not None and outcome not in spec.outcome:
+            continue
+        found.add(key)
+    return found
+
+
+def counted_by_summary(spec: bulk.CohortFilter | None) -> bool:
+    return spec is None or (spec.row_keys is None and spec.stage is None and spec.where is None)
+
+
+def counts_of(entry: dict[str, Any] | None) -> CohortCounts:
+    """The Cohort counts from a parent's summary entry (no row read)."""
+    def n(statuses: list[str] | None = None, outcomes: list[str] | None = None) -> int:
+        return cohort_index.count_where(entry, statuses, outcomes)
+
+    return CohortCounts(total=cohort_index.total(entry), active=n(["active"]),
+                        done=n(["done"]), aborted=n(["aborted"]), queued=n(["queued"]),
+                        failed=n(None, ["failed", "aborted"]), cancelled=n(["cancelled"]))
+
+
+# ---------------------------------------------------------------- sources
+
+
+@dataclass(slots=True)
+class CohortSource:
+    """One indexed cohort: its parent, its summary entry and the parent's row store."""
+
+    store: RowStore
+    parent_id: str
+    entry: dict[str, Any]
+    open_key: str | None
+    limits: Limits
+    _all: list[Row] | None = field(default=None)
+
+    def row(self, entry: SubworkflowEntry) -> Row:
+        return api_row(self.parent_id, entry, self.open_key)
+
+    def matcher(self, spec: bulk.CohortFilter | None) -> cohort_pages.Matcher | None:
+        if spec is None:
+            return None
+        tree = spec.check(self.limits)
+        return lambda row: spec.matches(row_view(row, self.open_key), tree)
+
+    async def page(self, first: int, after: str | None, where: CohortFilter | None
+                   ) -> SubworkflowConnection:
+        from kinflow.schema.types import Subworkflow
+
+        check_first(first)
+        spec = spec_of(where)
+        match = self.matcher(spec)
+        pairs = tallies(self.entry, spec)
+        found = await cohort_pages.read_page(self.store, self.parent_id, self.entry,
+                                             first=first, after=decode(after, "row"),
+                                             match=match, tallies=pairs)
+        end = encode("row", found.rows[-1][0]) if found.rows else after
+
+        async def counter() -> int:
+            if counted_by_summary(spec):
+                return (cohort_index.total(self.entry) if spec is None else
+                        cohort_index.count_where(self.entry, spec.status, spec.outcome))
+            assert match is not None
+            return await cohort_pages.count_matching(self.store, self.parent_id, self.entry,
+                                                     match, pairs)
+
+        return SubworkflowConnection(
+            nodes=[Subworkflow(row=self.row(r)) for _, r in found.rows],
+            page_info=PageInfo(has_next_page=found.has_next, end_cursor=end),
+            counter=counter)
+
+    async def rows(self) -> list[Row]:
+        """Every row of the cohort (``Cohort.rows``: what a caller selecting it asks for)."""
+        if self._all is None:
+            found = await cohort_pages.read_page(
+                self.store, self.parent_id, self.entry,
+                first=max(1, cohort_index.total(self.entry)), after=None)
+            self._all = [self.row(r) for _, r in found.rows]
+        return self._all
+
+
+async def page_of_rows(rows: list[Row], first: int, after: str | None,
+                       where: CohortFilter | None,
+                       limits: Limits) -> SubworkflowConnection:
+    """``Cohort.page`` over rows already in memory."""
+    from kinflow.schema.types import Subworkflow
+
+    check_first(first)
+    spec = spec_of(where)
+    tree = spec.check(limits) if spec is not None else None
+    place = decode(after, "at")
+    start = 0 if place is None else place + 1
+    chosen = [(i, r) for i, r in enumerate(rows) if bulk.matches_row(spec, r, tree)]
+    after_start = [(i, r) for i, r in chosen if i >= start]
+    page = after_start[:first]
+    end = encode("at", page[-1][0]) if page else after
+
+    async def counter() -> int:
+        return len(chosen)
+
+    return SubworkflowConnection(nodes=[Subworkflow(row=r) for _, r in page],
+                                 page_info=PageInfo(has_next_page=len(after_start) > first,
+                                                    end_cursor=end),
+                                 counter=counter)
+
+
+def open_key_of(parent: dict[str, Any]) -> str | None:
+    """The key of the parent's open stage visit (``Instance.open_entry``, on the raw doc)."""
+    for entry in reversed(parent.get("stages") or []):
+        if entry.get("name") == parent.get("currentStage") and entry.get("exitedAt") is None:
+            key = entry.get("_key")
+            return key if isinstance(key, str) else None
+    return None
+
+
+def indexable(parent: dict[str, Any]) -> bool:
+    """Whether the parent's summary covers its registry (written by every commit that
+    wrote rows since summaries exist; an older parent is read whole)."""
+    return isinstance(parent.get("cohortRows"), list) or not parent.get("rowCount")
+
+
+async def indexed(store: RowStore, limits: Limits, parent: dict[str, Any], activity: str
+                  ) -> tuple[CohortSource, Row] | None:
+    """The source of the cohort ``activity`` means and its last row (what the window
+    and the cohort's visit are read from: one chunk); ``None`` if it never spawned."""
+    open_key = open_key_of(parent)
+    entry = cohort_index.find(parent.get("cohortRows"), activity, open_key)
+    if entry is None:
+        return None
+    source = CohortSource(store, str(parent["_id"]), entry, open_key, limits)
+    last = await cohort_pages.read_page(store, source.parent_id, entry, first=1,
+                                        after=int(entry["last"]) - 1)
+    if not last.rows:  # the summary names a row the chunks do not hold: read whole
+        return None
+    return source, source.row(last.rows[0][1])
+
+
+def spawned(parent: dict[str, Any], activity: str) -> bool:
+    """Whether the parent's summary has a cohort of ``activity`` (in any visit)."""
+    return cohort_index.find(parent.get("cohortRows"), activity, None) is not None

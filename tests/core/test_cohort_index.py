@@ -1,0 +1,140 @@
+"""The cohort summaries (core/cohort_index.py) and the page cursors and chunk queries
+built on them: pure, no lake."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from kinflow.core import bulk, cohort_index, rows
+from kinflow.core.registry import CohortCounts, api_row, count
+from kinflow.core.state import ResolvedRow, SubworkflowEntry
+from kinflow.engine.cohort_pages import chunk_filter
+from kinflow.errors import InvalidInput
+from kinflow.schema import cohort_page
+
+AT = "2026-11-30T00:00:00.000Z"
+
+
+def row(i: int, state: str = "active", activity: str = "translate", visit: str = "v1"
+        ) -> SubworkflowEntry:
+    extra: dict[str, Any] = {}
+    if state == "queued":
+        extra["queued"] = True
+    elif state in ("succeeded", "failed"):
+        extra["resolved"] = ResolvedRow(at=AT, stage="done")
+        extra["outcome"] = state
+    elif state == "aborted":
+        extra["resolved"] = ResolvedRow(at=AT, aborted=True)
+        extra["outcome"] = "aborted"
+    return SubworkflowEntry.model_validate({
+        "_key": f"k{i}", "activity": activity, "action": "fan-out", "definition": "c",
+        "stageEntry": visit, "cohortStage": "review", "rowKey": f"r{i:04d}",
+        "ref": {"id": f"lake:d:c-{i}"}, "spawnedAt": AT, **extra})
+
+
+STATES = ["active", "queued", "succeeded", "failed", "aborted"]
+
+
+def registry(n: int, seed: int = 1) -> list[SubworkflowEntry]:
+    pick = random.Random(seed)
+    return [row(i, pick.choice(STATES), activity="translate" if i % 7 else "review")
+            for i in range(n)]
+
+
+def test_chunk_sizes_agree() -> None:
+    assert cohort_index.CHUNK == rows.CHUNK
+
+
+def test_a_summary_counts_status_outcome_pairs_and_the_row_range() -> None:
+    found = cohort_index.summarise([row(0), row(1, "queued"), row(2, "failed"),
+                                    row(3, "succeeded", activity="other"),
+                                    row(4, "aborted")], offset=64)
+    assert found == [
+        {"activity": "translate", "stageEntry": "v1", "first": 64, "last": 68,
+         "counts": {"active:": 1, "queued:": 1, "done:failed": 1, "aborted:aborted": 1}},
+        {"activity": "other", "stageEntry": "v1", "first": 67, "last": 67,
+         "counts": {"done:succeeded": 1}}]
+
+
+def test_counts_from_the_summary_equal_counting_every_row() -> None:
+    every = registry(300)
+    summary = cohort_index.summarise(every)
+    entry = cohort_index.find(summary, "translate", "v1")
+    mine = [api_row("p", r, "v1") for r in every if r.activity == "translate"]
+    assert cohort_page.counts_of(entry) == count(mine)
+    assert cohort_index.count_where(entry, ["done"], ["failed"]) == sum(
+        1 for r in mine if r.status == "done" and r.outcome == "failed")
+    assert cohort_page.counts_of(None) == CohortCounts(0, 0, 0, 0)
+
+
+def test_an_update_by_difference_over_rewritten_chunks_equals_a_whole_recount() -> None:
+    pick = random.Random(7)
+    base = registry(300)
+    summary = cohort_index.summarise(base)
+    for _ in range(20):
+        now = list(base)
+        changed = pick.sample(range(len(now)), 12)
+        for i in changed:
+            now[i] = row(i, pick.choice(STATES), activity=now[i].activity)
+        now += [row(len(now) + j, "queued") for j in range(pick.randrange(0, 40))]
+        touched = sorted({i // rows.CHUNK for i in changed} |
+                         {i // rows.CHUNK for i in range(len(base), len(now))})
+        summary = cohort_index.updated(summary, base, now, touched)
+        whole = {(e["activity"], e["stageEntry"]): e for e in cohort_index.summarise(now)}
+        assert {(e["activity"], e["stageEntry"]): e for e in summary} == whole
+        base = now
+
+
+def test_without_a_stored_summary_the_update_counts_everything_once() -> None:
+    every = registry(100)
+    assert cohort_index.updated(None, every, every, [0]) == cohort_index.summarise(every)
+
+
+def test_find_prefers_the_open_visit_else_the_last_that_spawned() -> None:
+    summary = cohort_index.summarise([row(0, visit="v1"), row(1, visit="v2"),
+                                      row(2, visit="v1")])
+    assert cohort_index.find(summary, "translate", "v2")["stageEntry"] == "v2"  # type: ignore[index]
+    assert cohort_index.find(summary, "translate", None)["stageEntry"] == "v1"  # type: ignore[index]
+    assert cohort_index.find(summary, "edit", None) is None
+
+
+def test_chunk_documents_carry_their_summary() -> None:
+    doc = rows.chunk_document("p", 2, [row(64), row(65, "failed")], [])
+    assert doc["cohorts"] == [{"activity": "translate", "stageEntry": "v1", "first": 64,
+                               "last": 65, "counts": {"active:": 1, "done:failed": 1}}]
+    entry = cohort_index.chunk_entry(doc, "translate", "v1")
+    assert entry is not None and entry["counts"]["done:failed"] == 1
+
+
+def test_a_filtered_chunk_query_names_the_candidate_pairs() -> None:
+    entry = {"activity": "translate", "stageEntry": "v1", "first": 0, "last": 99,
+             "counts": {"done:failed": 2, "done:succeeded": 3, "queued:": 4}}
+    spec = bulk.CohortFilter(status=("done",))
+    pairs = cohort_page.tallies(entry, spec)
+    assert pairs == {"done:failed", "done:succeeded"}
+    query = chunk_filter("p", entry, 0, 4, pairs)
+    assert query["chunk"] == {"$gte": 0, "$lt": 4}
+    matched = query["$or"][1]["cohorts"]["$elemMatch"]
+    assert matched["$or"] == [{"counts.done:failed": {"$gt": 0}},
+                              {"counts.done:succeeded": {"$gt": 0}}]
+    assert cohort_page.tallies(entry, bulk.CohortFilter(outcome=("cancelled",))) == set()
+    assert cohort_page.tallies(entry, bulk.CohortFilter(row_keys=("a",))) is None
+    assert chunk_filter("p", entry, 0, 4, None) == {"parent": "p",
+                                                   "chunk": {"$gte": 0, "$lt": 4}}
+
+
+def test_cursors_round_trip_and_anything_else_is_refused() -> None:
+    assert cohort_page.decode(cohort_page.encode("row", 99), "row") == 99
+    assert cohort_page.decode(None, "row") is None
+    for bad in ("nope", cohort_page.encode("at", 3), cohort_page.encode("row", -5),
+                "eyJyb3ciOiB0cnVlfQ=="):  # {"row": true}
+        with pytest.raises(InvalidInput) as refused:
+            cohort_page.decode(bad, "row")
+        assert refused.value.code == "invalid-input"
+    with pytest.raises(InvalidInput):
+        cohort_page.check_first(0)
+    with pytest.raises(InvalidInput):
+        cohort_page.check_first(cohort_page.MAX_FIRST + 1)
