@@ -6,7 +6,8 @@ its place in the registry) and gets a new child: id ``<first child id>-a<n>``
 from the row's original handoff (``seed`` of a queued or large spawn's row,
 else ``handoff``, both written at spawn). The row goes back to ``queued``
 with that handoff as its seed, ``attempt`` + 1, the old child id appended to
-``previousChildIds``, ``resolved``/``outcome``/``outputs`` cleared, and the
+``previousChildIds`` (a row skipped while queued never had a child: it keeps
+its id and attempt), ``resolved``/``outcome``/``outputs`` cleared, and the
 same commit's window fill (``Commit.fill_windows``) starts it, or leaves it
 queued while its cohort's window is full: redriven rows wait their turn in
 registry order like any queued row.
@@ -170,15 +171,20 @@ def redrive_row(m: Instance, ctx: PlanContext, place: int, derived: str
     if ctx.definition(row.definition, handoff.version) is None:
         return bulk.BulkRefusal(row.child_id, row.rowKey, "spawn-definition-unresolved",
                                 f"{row.definition} v{handoff.version} is not deployed")
-    previous = [*(row.previousChildIds or []), row.child_id]
-    attempt = (row.attempt or 1) + 1
-    new_id = spawn.attempt_id(previous[0], attempt)
-    ref = Ref(id=ctx.gdr(new_id), type=INSTANCE_TYPE)
+    if row.observed is None:  # skipped while queued: its child never existed, so the
+        # row simply waits again under the same id and attempt
+        previous, attempt, ref = list(row.previousChildIds or []), row.attempt or 1, row.ref
+    else:
+        previous = [*(row.previousChildIds or []), row.child_id]
+        attempt = (row.attempt or 1) + 1
+        ref = Ref(id=ctx.gdr(spawn.attempt_id(previous[0], attempt)), type=INSTANCE_TYPE)
     replace_row(m, place, ref=ref, queued=True, seed=handoff, handoff=None, resolved=None,
                 observed=None, outcome=None, outputs=None, outputsError=None,
-                abortPending=None, abortReason=None, attempt=attempt,
-                previousChildIds=previous, bulkKeys=bulk.with_mark(row, ctx, derived, OP))
+                abortPending=None, abortReason=None, attempt=attempt if attempt > 1 else None,
+                previousChildIds=previous or None,
+                bulkKeys=bulk.with_mark(row, ctx, derived, OP))
     record(m, ctx, "subworkflowRedriven", activity=row.activity, instanceRef=ref.to_json(),
-           rowKey=row.rowKey, attempt=attempt, previousChildId=row.child_id,
+           rowKey=row.rowKey, attempt=attempt,
+           previousChildId=previous[-1] if previous else None,
            idempotencyKey=derived, actor=ctx.actor.to_json())
     return None

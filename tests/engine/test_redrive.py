@@ -333,3 +333,32 @@ async def test_an_activity_failed_by_the_budget_returns_to_active_on_redrive(
     for row in rows(p).values():
         await engine.fire_action(row["_id"], "task", "finish", params={"words": 1})
     assert (await engine.get_instance(p.id_)).currentStage == "next"
+
+
+async def test_rows_the_budget_skipped_while_queued_wait_again_under_their_own_ids(
+        engine: Engine) -> None:
+    definition = parent(settled=ALL_SUCCEEDED)
+    spawn_block = definition["stages"][1]["activities"][0]["actions"][0]["spawn"]
+    spawn_block.update(maxActive=1, failureBudget={"count": 0})
+    await engine.deploy([definition, worker()])
+    begun = await engine.start_instance("p", fields=items("a", "b", "c"))
+    p = (await engine.fire_action(begun.instance.id_, "go", "go")).instance
+    first = ids(p)
+    await fail(engine, first["a"])
+    skipped = rows(await engine.get_instance(p.id_))
+    assert [(skipped[k]["status"], skipped[k]["outcome"]) for k in "bc"] == \
+        [("aborted", "aborted")] * 2
+
+    result = await engine.redrive_cohort(p.id_, "translate")
+    assert (result.matched, result.applied) == (3, 3)
+    seen = rows(await engine.get_instance(p.id_))
+    assert (seen["a"]["_id"], seen["a"]["attempt"]) == (spawn.attempt_id(first["a"], 2), 2)
+    for key in "bc":  # no child ever existed for them: same id, first attempt, no history
+        assert (seen[key]["_id"], seen[key]["attempt"], seen[key]["previousChildIds"]) == \
+            (first[key], 1, [])
+    assert [seen[k]["status"] for k in "abc"] == ["active", "queued", "queued"]
+    for key in "abc":
+        live = rows(await engine.get_instance(p.id_))[key]
+        await engine.fire_action(live["_id"], "task", "finish", params={"words": 1})
+    assert (await engine.get_instance(p.id_)).currentStage == "next"
+    await assert_repaired(engine)
