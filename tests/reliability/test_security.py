@@ -37,6 +37,7 @@ MUTATIONS: dict[str, str] = {
     "abortInstance": "abortInstance(instanceId: \"i\") { changed }",
     "tick": "tick(instanceId: \"i\") { changed }",
     "updateCohort": "updateCohort(parentId: \"i\", activity: \"a\", maxActive: 2) { total }",
+    "redriveCohort": "redriveCohort(parentId: \"i\", activity: \"a\") { applied }",
     "setStage": "setStage(instanceId: \"i\", stage: \"s\") { changed }",
     "resetActivity": "resetActivity(instanceId: \"i\", activity: \"a\") { changed }",
     "putDocument": "putDocument(document: {_id: \"evil\", _type: \"article\"})",
