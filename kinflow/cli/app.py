@@ -12,6 +12,7 @@ import typer
 
 from kinflow import __version__
 from kinflow.cli.backends import Backend, open_backend
+from kinflow.cli.cohort import cohort
 from kinflow.cli.console import err, out, run, run_sync_parse
 from kinflow.cli.help import plain_help
 from kinflow.cli.inputs import load_definitions, parse_pairs
@@ -320,4 +321,5 @@ def main() -> None:
 
 
 app.command("purge")(purge)
+app.command("cohort")(cohort)
 app.add_typer(lake_app, name="lake")

@@ -1,0 +1,184 @@
+"""``kinflow cohort PARENT ACTIVITY [--status S] [--redrive]``: a cohort's counts and a
+page of its rows, optionally after redriving its failed, aborted or cancelled rows.
+
+On the lake directly it reads what the ``cohort`` query reads (the parent's
+summary and only the chunks of the page, schema/cohort_page.py); with
+``--url`` it sends that query (and ``redriveCohort``, operator role).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from kinflow.cli.backends import CLI_ACTOR, Backend, LocalBackend, RemoteBackend, open_backend
+from kinflow.cli.console import out, run, run_sync_parse
+from kinflow.core.definitions import parse_snapshot
+from kinflow.core.errors import CohortNotFound, InstanceNotFound
+from kinflow.core.registry import Row, count, registry_rows
+from kinflow.errors import InvalidInput
+from kinflow.schema.bulk import CohortFilter
+from kinflow.schema.cohort_page import SubworkflowConnection, counts_of, indexed, page_of_rows
+from kinflow.schema.cohorts import cohort_rows
+from kinflow.schema.instance_parts import ChildStatus
+
+QUERY = """query($p: ID!, $a: String!, $first: Int, $w: CohortFilter) {
+  cohort(parentId: $p, activity: $a) {
+    total active queued done aborted failed cancelled
+    page(first: $first, where: $w) { totalCount pageInfo { hasNextPage }
+      nodes { rowKey status outcome outputs outputsError childId attempt } } } }"""
+REDRIVE = """mutation($p: ID!, $a: String!, $w: CohortFilter) {
+  redriveCohort(parentId: $p, activity: $a, where: $w) {
+    matched applied skipped refusals { childId rowKey code message } } }"""
+COUNTS = ("total", "active", "queued", "done", "aborted", "failed", "cancelled")
+
+
+def parse_statuses(statuses: list[str]) -> list[ChildStatus] | None:
+    """``--status`` values (any case) as row statuses; ``invalid-input`` otherwise."""
+    if not statuses:
+        return None
+    known = {s.value: s for s in ChildStatus}
+    found = []
+    for text in statuses:
+        status = known.get(text.strip().lower())
+        if status is None:
+            raise InvalidInput(f"--status {text!r} is not one of {', '.join(known)}",
+                               argument="--status", value=text, allowed=sorted(known))
+        found.append(status)
+    return found
+
+
+def _node(row: Row) -> dict[str, Any]:
+    return {"rowKey": row.row_key, "status": row.status.upper(), "outcome": row.outcome,
+            "outputs": row.outputs, "outputsError": row.outputs_error,
+            "childId": row.child_id, "attempt": row.attempt}
+
+
+def check_declared(parent: dict[str, Any], activity: str) -> None:
+    """``cohort-not-found`` for an activity the parent's definition does not have (as
+    the ``cohort`` query refuses it)."""
+    snapshot = parent.get("definitionSnapshot")
+    if not isinstance(snapshot, str):
+        return
+    known = {a.name for stage in parse_snapshot(snapshot).stages
+             for a in stage.activities or []}
+    if activity not in known:
+        raise CohortNotFound(f"{parent.get('definition')} has no activity {activity!r}",
+                             parentId=parent.get("_id"), activity=activity,
+                             activities=sorted(known))
+
+
+async def _local_cohort(backend: LocalBackend, parent_id: str, activity: str, first: int,
+                        where: CohortFilter | None) -> dict[str, Any]:
+    engine = backend.engine
+    parent = await engine.lake.get(parent_id)
+    if parent is None:
+        raise InstanceNotFound(f"no instance {parent_id!r}", instanceId=parent_id)
+    found = await indexed(engine.transact.rows, engine.limits, parent, activity)
+    if found is not None:
+        source, _ = found
+        counts = counts_of(source.entry)
+        page: SubworkflowConnection = await source.page(first, None, where)
+    else:  # a parent stored before summaries, or a cohort never spawned (total 0)
+        check_declared(parent, activity)
+        rows = cohort_rows(registry_rows(await engine.assemble(parent)), activity)
+        counts = count(rows)
+        page = await page_of_rows(rows, first, None, where, engine.limits)
+    return {**{name: getattr(counts, name) for name in COUNTS},
+            "page": {"totalCount": await page.total_count(),
+                     "pageInfo": {"hasNextPage": page.page_info.has_next_page},
+                     "nodes": [_node(n.row) for n in page.nodes]}}
+
+
+async def cohort_on(backend: Backend, parent_id: str, activity: str, first: int,
+                    statuses: list[ChildStatus] | None) -> dict[str, Any]:
+    """The cohort's counts and first page, as the ``cohort`` query answers them."""
+    where = CohortFilter(status=statuses) if statuses else None
+    if isinstance(backend, RemoteBackend):
+        variables = {"p": parent_id, "a": activity, "first": first,
+                     "w": {"status": [s.name for s in statuses]} if statuses else None}
+        return dict((await backend.call(QUERY, variables))["cohort"])
+    assert isinstance(backend, LocalBackend)
+    return await _local_cohort(backend, parent_id, activity, first, where)
+
+
+async def redrive_on(backend: Backend, parent_id: str, activity: str,
+                     statuses: list[ChildStatus] | None) -> dict[str, Any]:
+    """``redriveCohort``'s BulkResult (matched, applied, skipped, refusals)."""
+    if isinstance(backend, RemoteBackend):
+        variables = {"p": parent_id, "a": activity,
+                     "w": {"status": [s.name for s in statuses]} if statuses else None}
+        return dict((await backend.call(REDRIVE, variables))["redriveCohort"])
+    assert isinstance(backend, LocalBackend)
+    where = CohortFilter(status=statuses).to_core() if statuses else None
+    result = await backend.engine.redrive_cohort(parent_id, activity, where=where,
+                                                 actor=CLI_ACTOR)
+    return {"matched": result.matched, "applied": result.applied, "skipped": result.skipped,
+            "refusals": [{"childId": r.child_id, "rowKey": r.row_key, "code": r.code,
+                          "message": r.message} for r in result.refusals]}
+
+
+def _shown(node: dict[str, Any]) -> str:
+    if node.get("outputsError"):
+        return str(node["outputsError"])
+    outputs = node.get("outputs")
+    if not outputs:
+        return ""
+    return ", ".join(f"{k}={v}" for k, v in outputs.items())
+
+
+def print_cohort(found: dict[str, Any], parent_id: str, activity: str) -> None:
+    counts = "  ".join(f"{name} {found[name]:,}" for name in COUNTS)
+    out.print(f"cohort {activity} of {parent_id}: {counts}", highlight=False)
+    table = Table(show_edge=False)
+    for column in ("row", "status", "outcome", "outputs", "attempt", "child"):
+        table.add_column(column)
+    page = found["page"]
+    for node in page["nodes"]:
+        table.add_row(node["rowKey"], node["status"], node.get("outcome") or "",
+                      _shown(node), str(node.get("attempt") or 1), node["childId"])
+    out.print(table)
+    more = page["totalCount"] - len(page["nodes"])
+    if more > 0:
+        out.print(f"... {more:,} more matching rows (of {page['totalCount']:,})",
+                  highlight=False)
+
+
+def print_bulk(result: dict[str, Any]) -> None:
+    out.print(f"redrive: matched {result['matched']}  applied {result['applied']}  "
+              f"skipped {result['skipped']}  refused {len(result['refusals'])}",
+              highlight=False)
+    for refusal in result["refusals"]:
+        out.print(f"  {refusal['rowKey']} ({refusal['childId']}): {refusal['code']} "
+                  f"{refusal['message']}", highlight=False)
+
+
+def cohort(
+    parent: str = typer.Argument(..., help="The parent instance's id."),
+    activity: str = typer.Argument(..., help="The spawning activity."),
+    status: list[str] = typer.Option([], "--status", metavar="S",
+                                     help="Only rows with this status (queued, active, done, "
+                                          "aborted); repeat for several."),
+    redrive: bool = typer.Option(False, "--redrive",
+                                 help="Redrive the matching failed, aborted or cancelled "
+                                      "rows first, and print what it did."),
+    first: int = typer.Option(50, "--first", help="Rows to print (at most 1000)."),
+    url: str | None = typer.Option(None, "--url", envvar="KINFLOW_URL",
+                                   help="Talk to a running server instead of the lake."),
+    token: str | None = typer.Option(None, "--token", envvar="KINFLOW_TOKEN",
+                                     help="API token for --url (an operator's for --redrive)."),
+) -> None:
+    """A cohort's counts and rows (rowKey, status, outcome, outputs, child)."""
+    statuses = run_sync_parse(lambda: parse_statuses(status))
+
+    async def work() -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        async with open_backend(url, token) as backend:
+            bulk = await redrive_on(backend, parent, activity, statuses) if redrive else None
+            return bulk, await cohort_on(backend, parent, activity, first, statuses)
+
+    bulk, found = run(work)
+    if bulk is not None:
+        print_bulk(bulk)
+    print_cohort(found, parent, activity)

@@ -1,0 +1,95 @@
+"""``kinflow cohort PARENT ACTIVITY [--status S] [--redrive]`` on the lake (issue 15)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.engine.outcome_defs import worker
+from tests.engine.test_window import windowed
+
+from .test_cli import instance_id, invoke, refused
+from .test_remote import server  # noqa: F401  (the running server fixture)
+
+pytestmark = pytest.mark.lake
+
+
+def rows_of(output: str) -> dict[str, tuple[str, str]]:
+    """``rowKey -> (status, child id)`` from the printed table."""
+    found = {}
+    for line in output.splitlines():
+        match = re.match(r"\s*(r\d)\s.*?\b(QUEUED|ACTIVE|DONE|ABORTED|CANCELLED)\b.*?"
+                         r"(instance\.[0-9A-Za-z-]+)", line)
+        if match:
+            found[match.group(1)] = (match.group(2), match.group(3))
+    return found
+
+
+def test_cohort_prints_counts_rows_filters_and_redrives(cli_env: str, tmp_path: Path) -> None:
+    definitions = tmp_path / "cohort.json"
+    definitions.write_text(json.dumps([windowed(3), worker()]))
+    assert invoke("deploy", str(definitions))[0] == 0
+    names = [{"name": f"r{i}"} for i in range(5)]
+    status, output = invoke("start", "p", "--field", f"items={json.dumps(names)}")
+    assert status == 0, output
+    parent = instance_id(output)
+    assert invoke("fire", parent, "go", "go")[0] == 0
+
+    status, output = invoke("cohort", parent, "translate")
+    assert status == 0, output
+    assert "total 5  active 3  queued 2  done 0" in output, output
+    rows = rows_of(output)
+    assert {k: s for k, (s, _) in rows.items()} == {
+        "r0": "ACTIVE", "r1": "ACTIVE", "r2": "ACTIVE", "r3": "QUEUED", "r4": "QUEUED"}
+
+    assert invoke("fire", rows["r0"][1], "task", "finish", "--param", "words=42")[0] == 0
+    assert invoke("fire", rows["r1"][1], "task", "give-up")[0] == 0
+    status, output = invoke("cohort", parent, "translate", "--status", "DONE")
+    assert status == 0, output
+    assert "done 2" in output and "failed 1" in output, output
+    assert set(rows_of(output)) == {"r0", "r1"}
+    assert "wordCount=42" in output and "succeeded" in output and "failed" in output
+
+    status, output = invoke("cohort", parent, "translate", "--status", "done", "--redrive")
+    assert status == 0, output
+    assert "redrive: matched 2  applied 1  skipped 1  refused 0" in output, output
+    again = rows_of(output)
+    assert set(again) == {"r0"}  # r1 is a new attempt now, no longer DONE
+    status, output = invoke("cohort", parent, "translate")
+    assert rows_of(output)["r1"][0] in ("ACTIVE", "QUEUED"), output
+
+
+def test_cohort_refuses_an_unknown_status_activity_or_parent(cli_env: str,
+                                                             tmp_path: Path) -> None:
+    assert "--status" in refused(["cohort", "instance.x", "translate", "--status", "late"],
+                                 "invalid-input")
+    refused(["cohort", "instance.nobody", "translate"], "instance-not-found")
+    definitions = tmp_path / "cohort.json"
+    definitions.write_text(json.dumps([windowed(3), worker()]))
+    assert invoke("deploy", str(definitions))[0] == 0
+    status, output = invoke("start", "p", "--field", 'items=[{"name": "r0"}]')
+    parent = instance_id(output)
+    refused(["cohort", parent, "nope"], "cohort-not-found")
+    status, output = invoke("cohort", parent, "translate")  # not spawned yet: total 0
+    assert status == 0 and "total 0" in output, output
+
+
+def test_cohort_through_a_server(server: str, tmp_path: Path) -> None:  # noqa: F811
+    remote = ["--url", server, "--token", "ops-token-for-tests"]
+    definitions = tmp_path / "cohort.json"
+    definitions.write_text(json.dumps([windowed(2), worker()]))
+    admin = ["--url", server, "--token", "admin-token-for-tests"]
+    assert invoke("deploy", str(definitions), *admin)[0] == 0
+    names = json.dumps([{"name": f"r{i}"} for i in range(4)])
+    status, output = invoke("start", "p", "--field", f"items={names}", *remote)
+    parent = instance_id(output)
+    assert invoke("fire", parent, "go", "go", *remote)[0] == 0
+    status, output = invoke("cohort", parent, "translate", "--status", "queued", *remote)
+    assert status == 0, output
+    assert "total 4  active 2  queued 2" in output, output
+    assert set(rows_of(output)) == {"r2", "r3"}
+    status, output = invoke("cohort", parent, "translate", "--redrive", *remote)
+    assert status == 0 and "redrive: matched 4  applied 0  skipped 4" in output, output
