@@ -1,24 +1,26 @@
-"""Per-cohort counts and row ranges kept beside the registry (pure; no I/O).
+"""Per-cohort counts and where each kind of row lives (pure; no I/O).
 
 A cohort page or a cohort's counts must not read every row of a 10,000-row
 cohort (docs/subworkflows.md, "Paged cohorts"). So every commit that writes
-rows also keeps two small summaries, both keyed by cohort (the spawning
-activity and the stage visit that spawned it):
+rows also keeps, on the parent (``Instance.cohortRows``), one small entry per
+cohort (the spawning activity and the stage visit that spawned it):
 
-* on the parent (``Instance.cohortRows``): each cohort's ``first`` and
-  ``last`` row index and its ``counts``, one number per ``status:outcome``
-  pair (``done:failed``, ``queued:`` ...), so every count and the total of a
-  status/outcome filter are sums over a few numbers;
-* on each chunk document (``cohorts``): the same per chunk, so a filtered
-  page skips the chunks holding no candidate.
+* ``first``/``last``: the cohort's first and last registry place;
+* ``counts``: one number per ``status:outcome`` pair (``done:failed``,
+  ``queued:`` ...), so every Cohort count and the total of a status/outcome
+  filter are sums over a few numbers;
+* ``chunks``: per pair, the sorted chunk numbers holding such a row, so a page
+  (filtered or not) fetches exactly the chunks that can contribute, by id.
 
-The parent's summary is updated by difference over the chunks a commit
-rewrites (the rows it replaced, against the rows stored before), so its cost
-follows the commit, not the cohort.
+The entry is updated by difference over the chunks a commit rewrites (the
+rows it replaced, against the rows stored before), so its cost follows the
+commit, not the cohort. Chunk documents also carry their own ``cohorts``
+counts (``chunk_summary``) for tools reading a chunk alone.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -42,13 +44,19 @@ def split(key: str) -> tuple[str, str | None]:
     return status, outcome or None
 
 
-def summarise(rows: Iterable[SubworkflowEntry], offset: int = 0) -> Summary:
+def summarise(rows: Sequence[SubworkflowEntry], offset: int = 0) -> Summary:
     """The cohorts present in ``rows`` (row ``i`` being registry row ``offset + i``), in
-    order of first appearance: ``{activity, stageEntry, first, last, counts}``."""
+    order of first appearance: ``{activity, stageEntry, first, last, counts, chunks}``."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for i, row in enumerate(rows, offset):
         _add(found, row, i)
     return list(found.values())
+
+
+def chunk_summary(rows: Sequence[SubworkflowEntry], offset: int) -> Summary:
+    """What a chunk document says of its cohorts (``summarise`` without ``chunks``)."""
+    return [{k: v for k, v in entry.items() if k != "chunks"}
+            for entry in summarise(rows, offset)]
 
 
 def _add(found: dict[tuple[str, str], dict[str, Any]], row: SubworkflowEntry, index: int
@@ -57,11 +65,16 @@ def _add(found: dict[tuple[str, str], dict[str, Any]], row: SubworkflowEntry, in
     entry = found.get(key)
     if entry is None:
         entry = found[key] = {"activity": row.activity, "stageEntry": row.stageEntry,
-                              "first": index, "last": index, "counts": {}}
+                              "first": index, "last": index, "counts": {}, "chunks": {}}
     entry["first"] = min(entry["first"], index)
     entry["last"] = max(entry["last"], index)
     name = tally(row)
     entry["counts"][name] = entry["counts"].get(name, 0) + 1
+    places = entry["chunks"].setdefault(name, [])
+    chunk = index // CHUNK
+    at = bisect.bisect_left(places, chunk)
+    if at == len(places) or places[at] != chunk:
+        places.insert(at, chunk)
 
 
 def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
@@ -69,13 +82,14 @@ def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
     """The parent's summary after a commit rewrote ``chunks``: ``base`` is the registry
     the stored ``summary`` describes, ``rows`` the registry now. Without a stored
     summary (rows written before summaries existed) it is computed whole, once."""
-    if summary is None:
+    if summary is None or any("chunks" not in e for e in summary):
         return summarise(rows)
-    found = {(e["activity"], e["stageEntry"]): {**e, "counts": dict(e["counts"])}
-             for e in summary}
+    found = {(e["activity"], e["stageEntry"]): {
+        **e, "counts": dict(e["counts"]),
+        "chunks": {k: list(v) for k, v in e["chunks"].items()}} for e in summary}
     for chunk in chunks:
         lo, hi = chunk * CHUNK, (chunk + 1) * CHUNK
-        for row in base[lo:hi]:
+        for row in base[lo:hi]:  # the chunk's old rows leave the counts and the places
             entry = found.get((row.activity, row.stageEntry))
             if entry is None:
                 continue
@@ -85,7 +99,12 @@ def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
                 entry["counts"][name] = left
             else:
                 entry["counts"].pop(name, None)
-        for index, row in enumerate(rows[lo:hi], lo):
+            places = entry["chunks"].get(name)
+            if places and chunk in places:
+                places.remove(chunk)
+                if not places:
+                    del entry["chunks"][name]
+        for index, row in enumerate(rows[lo:hi], lo):  # its new rows come back
             _add(found, row, index)
     return list(found.values())
 
@@ -125,11 +144,12 @@ def find(summary: Summary | None, activity: str, open_key: str | None
     return max(mine, key=lambda e: int(e["last"]), default=None)
 
 
-def chunk_entry(chunk_doc: dict[str, Any], activity: str, stage_entry: str
-                ) -> dict[str, Any] | None:
-    """A chunk document's summary of one cohort (``None``: none of its rows, or a chunk
-    written before summaries, which then always counts as a candidate)."""
-    for entry in chunk_doc.get("cohorts") or []:
-        if entry.get("activity") == activity and entry.get("stageEntry") == stage_entry:
-            return dict(entry)
-    return None
+def candidate_chunks(entry: dict[str, Any], tallies: Iterable[str] | None, start: int
+                     ) -> list[int]:
+    """The chunks from registry place ``start`` on holding a row of the cohort counted
+    under one of ``tallies`` (``None``: any), in order."""
+    chosen = entry["chunks"].keys() if tallies is None else tallies
+    found: set[int] = set()
+    for name in chosen:
+        found.update(entry["chunks"].get(name, ()))
+    return sorted(c for c in found if c >= start // CHUNK)

@@ -56,7 +56,7 @@ def chunk_document(parent_id: str, chunk: int, rows: list[SubworkflowEntry],
     """The stored chunk ``chunk`` of a registry (its history entries carry ``n``)."""
     return {"_id": chunk_id(parent_id, chunk), "_type": CHUNK_TYPE, "parent": parent_id,
             "chunk": chunk, "rows": [row.to_json() for row in rows], "history": history,
-            "cohorts": cohort_index.summarise(rows, chunk * CHUNK)}  # what pages skip by
+            "cohorts": cohort_index.chunk_summary(rows, chunk * CHUNK)}
 
 
 def rows_of_chunks(docs: list[dict[str, Any]]

@@ -1,14 +1,15 @@
-"""A page of one cohort's rows, read chunk range by chunk range (the I/O half of
+"""A page of one cohort's rows, read chunk by chunk by id (the I/O half of
 ``core/cohort_index.py``).
 
 The embedded lake decodes every document a ``find`` matches before it applies
-``limit`` (reference/embedded-lake.md), so a page never asks for "the
-parent's chunks, limit n": it asks for an explicit chunk range
-(``{parent, chunk: {$gte: a, $lt: b}}``, the ``(parent, chunk)`` index),
-starting where the cursor's row lies and widening (doubling) only while the
-page is not full. A filter on status or outcome also asks the lake for the
-chunks whose summary (``cohorts``, written with the chunk) counts a candidate
-row, so the API receives and parses only chunks that can contribute.
+``limit``, and evaluates any predicate beyond the index by decoding the
+document (reference/embedded-lake.md; measured in docs/subworkflows.md: a
+status filter evaluated by the lake over a 10,000-row cohort's chunk
+summaries took a second, more than reading every chunk). So a page never asks
+the lake to search: the parent's summary names the chunks that hold a row of
+the cohort (of the wanted status/outcome pairs, for a filter), and the page
+fetches those by ``_id``, a few at a time, from the cursor's place on,
+doubling the batch only while the page is not full.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kinflow.core import cohort_index
-from kinflow.core.rows import CHUNK
+from kinflow.core.rows import CHUNK, chunk_id
 from kinflow.core.state import SubworkflowEntry
 
 if TYPE_CHECKING:
@@ -37,46 +38,32 @@ class RowPage:
     queries: int = 0
 
 
-def chunk_filter(parent_id: str, entry: dict[str, Any], lo: int, hi: int,
-                 tallies: Collection[str] | None) -> dict[str, Any]:
-    """The lake filter for chunks ``lo <= chunk < hi`` of the cohort ``entry`` that may
-    hold a row counted under one of ``tallies`` (``None``: any row)."""
-    query: dict[str, Any] = {"parent": parent_id, "chunk": {"$gte": lo, "$lt": hi}}
-    if tallies is None:
-        return query
-    wanted = [{f"counts.{name}": {"$gt": 0}} for name in sorted(tallies)]
-    query["$or"] = [
-        {"cohorts": {"$exists": False}},  # written before summaries: read it
-        {"cohorts": {"$elemMatch": {"activity": entry["activity"],
-                                    "stageEntry": entry["stageEntry"], "$or": wanted}}},
-    ]
-    return query
-
-
 async def read_page(store: RowStore, parent_id: str, entry: dict[str, Any], *, first: int,
                     after: int | None, match: Matcher | None = None,
                     tallies: Collection[str] | None = None) -> RowPage:
     """Up to ``first`` rows of the cohort ``entry`` (a parent summary entry) after
     registry place ``after``, in registry order, that ``match``; ``tallies`` (the
-    ``status:outcome`` pairs a matching row can have) lets the lake skip chunks."""
+    ``status:outcome`` pairs a matching row can have; ``None``: any) chooses the
+    chunks worth reading."""
     page = RowPage()
     if tallies is not None and not tallies:
         return page
     start = max(int(entry["first"]), -1 if after is None else after + 1)
     end = int(entry["last"])
-    chunk, last_chunk = start // CHUNK, end // CHUNK
-    span = -(-(start % CHUNK + first + 1) // CHUNK)  # the chunks a contiguous page needs
-    while chunk <= last_chunk:
-        hi = min(last_chunk + 1, chunk + span)
-        docs = await store.lake.find(chunk_filter(parent_id, entry, chunk, hi, tallies),
-                                     dataset=store.collection, sort=[("chunk", 1)])
+    chunks = cohort_index.candidate_chunks(entry, tallies, start)
+    batch = -(-(start % CHUNK + first + 1) // CHUNK)  # what a contiguous page spans
+    while chunks:
+        wanted, chunks = chunks[:batch], chunks[batch:]
+        ids = [chunk_id(parent_id, c) for c in wanted]
+        docs = await store.lake.get_many(ids, dataset=store.collection)
         page.queries += 1
         page.chunks_read += len(docs)
-        for doc in docs:
-            if _collect(page, doc, entry, start, end, first, match):
+        for doc_id in ids:
+            doc = docs.get(doc_id)
+            if doc is not None and _collect(page, doc, entry, start, end, first, match):
                 page.has_next = True
                 return page
-        chunk, span = hi, span * 2
+        batch *= 2
     return page
 
 

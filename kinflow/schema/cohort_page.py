@@ -211,7 +211,10 @@ def open_key_of(parent: dict[str, Any]) -> str | None:
 def indexable(parent: dict[str, Any]) -> bool:
     """Whether the parent's summary covers its registry (written by every commit that
     wrote rows since summaries exist; an older parent is read whole)."""
-    return isinstance(parent.get("cohortRows"), list) or not parent.get("rowCount")
+    summary = parent.get("cohortRows")
+    if isinstance(summary, list):
+        return all(isinstance(e, dict) and "chunks" in e for e in summary)
+    return not parent.get("rowCount")
 
 
 async def indexed(store: RowStore, limits: Limits, parent: dict[str, Any], activity: str

@@ -11,7 +11,6 @@ import pytest
 from kinflow.core import bulk, cohort_index, rows
 from kinflow.core.registry import CohortCounts, api_row, count
 from kinflow.core.state import ResolvedRow, SubworkflowEntry
-from kinflow.engine.cohort_pages import chunk_filter
 from kinflow.errors import InvalidInput
 from kinflow.schema import cohort_page
 
@@ -48,15 +47,23 @@ def test_chunk_sizes_agree() -> None:
     assert cohort_index.CHUNK == rows.CHUNK
 
 
-def test_a_summary_counts_status_outcome_pairs_and_the_row_range() -> None:
+def test_a_summary_counts_status_outcome_pairs_the_row_range_and_their_chunks() -> None:
     found = cohort_index.summarise([row(0), row(1, "queued"), row(2, "failed"),
                                     row(3, "succeeded", activity="other"),
-                                    row(4, "aborted")], offset=64)
+                                    row(4, "aborted"), *(row(i, "queued") for i in range(5, 40))],
+                                   offset=64)
     assert found == [
-        {"activity": "translate", "stageEntry": "v1", "first": 64, "last": 68,
-         "counts": {"active:": 1, "queued:": 1, "done:failed": 1, "aborted:aborted": 1}},
+        {"activity": "translate", "stageEntry": "v1", "first": 64, "last": 103,
+         "counts": {"active:": 1, "queued:": 36, "done:failed": 1, "aborted:aborted": 1},
+         "chunks": {"active:": [2], "queued:": [2, 3], "done:failed": [2],
+                    "aborted:aborted": [2]}},
         {"activity": "other", "stageEntry": "v1", "first": 67, "last": 67,
-         "counts": {"done:succeeded": 1}}]
+         "counts": {"done:succeeded": 1}, "chunks": {"done:succeeded": [2]}}]
+    entry = found[0]
+    assert cohort_index.candidate_chunks(entry, None, 64) == [2, 3]
+    assert cohort_index.candidate_chunks(entry, ["done:failed"], 64) == [2]
+    assert cohort_index.candidate_chunks(entry, ["queued:"], 96) == [3]
+    assert cohort_index.candidate_chunks(entry, ["done:succeeded"], 0) == []
 
 
 def test_counts_from_the_summary_equal_counting_every_row() -> None:
@@ -91,6 +98,12 @@ def test_an_update_by_difference_over_rewritten_chunks_equals_a_whole_recount() 
 def test_without_a_stored_summary_the_update_counts_everything_once() -> None:
     every = registry(100)
     assert cohort_index.updated(None, every, every, [0]) == cohort_index.summarise(every)
+    older = [{k: v for k, v in e.items() if k != "chunks"} for e in cohort_index.summarise(every)]
+    assert cohort_index.updated(older, every, every, [0]) == cohort_index.summarise(every)
+    assert not cohort_page.indexable({"rowCount": 100, "cohortRows": older})
+    assert cohort_page.indexable({"rowCount": 100, "cohortRows": cohort_index.summarise(every)})
+    assert not cohort_page.indexable({"rowCount": 100})
+    assert cohort_page.indexable({})
 
 
 def test_find_prefers_the_open_visit_else_the_last_that_spawned() -> None:
@@ -101,29 +114,22 @@ def test_find_prefers_the_open_visit_else_the_last_that_spawned() -> None:
     assert cohort_index.find(summary, "edit", None) is None
 
 
-def test_chunk_documents_carry_their_summary() -> None:
+def test_chunk_documents_carry_their_counts() -> None:
     doc = rows.chunk_document("p", 2, [row(64), row(65, "failed")], [])
     assert doc["cohorts"] == [{"activity": "translate", "stageEntry": "v1", "first": 64,
                                "last": 65, "counts": {"active:": 1, "done:failed": 1}}]
-    entry = cohort_index.chunk_entry(doc, "translate", "v1")
-    assert entry is not None and entry["counts"]["done:failed"] == 1
 
 
-def test_a_filtered_chunk_query_names_the_candidate_pairs() -> None:
+def test_the_pairs_a_filter_can_match() -> None:
     entry = {"activity": "translate", "stageEntry": "v1", "first": 0, "last": 99,
              "counts": {"done:failed": 2, "done:succeeded": 3, "queued:": 4}}
-    spec = bulk.CohortFilter(status=("done",))
-    pairs = cohort_page.tallies(entry, spec)
-    assert pairs == {"done:failed", "done:succeeded"}
-    query = chunk_filter("p", entry, 0, 4, pairs)
-    assert query["chunk"] == {"$gte": 0, "$lt": 4}
-    matched = query["$or"][1]["cohorts"]["$elemMatch"]
-    assert matched["$or"] == [{"counts.done:failed": {"$gt": 0}},
-                              {"counts.done:succeeded": {"$gt": 0}}]
+    assert cohort_page.tallies(entry, bulk.CohortFilter(status=("done",))) == {
+        "done:failed", "done:succeeded"}
+    assert cohort_page.tallies(entry, bulk.CohortFilter(status=("done",),
+                                                        outcome=("failed",))) == {"done:failed"}
     assert cohort_page.tallies(entry, bulk.CohortFilter(outcome=("cancelled",))) == set()
     assert cohort_page.tallies(entry, bulk.CohortFilter(row_keys=("a",))) is None
-    assert chunk_filter("p", entry, 0, 4, None) == {"parent": "p",
-                                                   "chunk": {"$gte": 0, "$lt": 4}}
+    assert cohort_page.tallies(entry, None) is None
 
 
 def test_cursors_round_trip_and_anything_else_is_refused() -> None:

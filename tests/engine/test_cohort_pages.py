@@ -1,7 +1,7 @@
 """Paged, filtered cohorts served by the summaries (core/cohort_index.py,
 engine/cohort_pages.py, schema/cohort_page.py) against the embedded lake.
 
-The chunk reads are counted by wrapping the lake's ``find`` (the documents of
+The chunk reads are counted by wrapping the lake's ``find``/``get_many`` (the documents of
 the rows collection it returns), never by mocking pymongo.
 """
 
@@ -31,21 +31,28 @@ NAMES = [f"r{i:03d}" for i in range(N)]
 
 
 class ChunkReads:
-    """Counts the row chunks the lake hands the API (wraps ``Lake.find``)."""
+    """Counts the row chunks the lake hands the API (wraps ``Lake.find``/``get_many``)."""
 
     def __init__(self, engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
         self.collection = engine.transact.rows.collection
         self.chunks = 0
         lake = engine.transact.rows.lake
-        original = lake.find
+        find, get_many = lake.find, lake.get_many
 
-        async def find(filter_: Any, **kwargs: Any) -> list[dict[str, Any]]:
-            found = await original(filter_, **kwargs)
+        async def counted_find(filter_: Any, **kwargs: Any) -> list[dict[str, Any]]:
+            found = await find(filter_, **kwargs)
             if kwargs.get("dataset") == self.collection:
                 self.chunks += len(found)
             return found
 
-        monkeypatch.setattr(lake, "find", find)
+        async def counted_get_many(ids: Any, **kwargs: Any) -> dict[str, dict[str, Any]]:
+            found = await get_many(ids, **kwargs)
+            if kwargs.get("dataset") == self.collection:
+                self.chunks += len(found)
+            return found
+
+        monkeypatch.setattr(lake, "find", counted_find)
+        monkeypatch.setattr(lake, "get_many", counted_get_many)
 
     def take(self) -> int:
         n, self.chunks = self.chunks, 0
