@@ -9,6 +9,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.api.conftest import data, error_code, gql
+from tests.api.test_subscriptions import socket
 from tests.engine.cohort_defs import items
 from tests.engine.outcome_defs import worker
 from tests.engine.test_window import windowed
@@ -84,3 +85,17 @@ def test_a_bad_cursor_or_page_size_is_invalid_input(client: TestClient) -> None:
                       {"where": {"where": "outputs.("}}):
         body = gql(client, PAGE, {"p": parent_id, **variables})
         assert error_code(body) in ("invalid-input", "groq-syntax"), variables
+
+
+def test_cohort_changed_events_page_their_rows_too(client: TestClient) -> None:
+    parent_id = started(client)
+    with socket(client) as ws:
+        ws.subscribe("""subscription($p: ID!) { cohortChanged(parentId: $p,
+            activity: "translate") { queued cancelled page(first: 3, where: {status: [QUEUED]})
+            { totalCount pageInfo { hasNextPage } nodes { rowKey status outcome attempt } } } }""",
+                     {"p": parent_id})
+        first = ws.next()["data"]["cohortChanged"]
+    assert (first["queued"], first["cancelled"]) == (30, 0)
+    assert first["page"]["totalCount"] == 30 and first["page"]["pageInfo"]["hasNextPage"]
+    assert first["page"]["nodes"] == [{"rowKey": k, "status": "QUEUED", "outcome": None,
+                                       "attempt": 1} for k in NAMES[10:13]]
