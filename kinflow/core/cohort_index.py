@@ -89,8 +89,10 @@ def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
         "chunks": {k: list(v) for k, v in e["chunks"].items()}} for e in summary}
     for chunk in chunks:
         lo, hi = chunk * CHUNK, (chunk + 1) * CHUNK
+        left_places: set[tuple[tuple[str, str], str]] = set()
         for row in base[lo:hi]:  # the chunk's old rows leave the counts and the places
-            entry = found.get((row.activity, row.stageEntry))
+            key = (row.activity, row.stageEntry)
+            entry = found.get(key)
             if entry is None:
                 continue
             name = tally(row)
@@ -99,11 +101,14 @@ def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
                 entry["counts"][name] = left
             else:
                 entry["counts"].pop(name, None)
-            places = entry["chunks"].get(name)
-            if places and chunk in places:
-                places.remove(chunk)
-                if not places:
-                    del entry["chunks"][name]
+            left_places.add((key, name))
+        for key, name in left_places:
+            places = found[key]["chunks"].get(name) or []
+            at = bisect.bisect_left(places, chunk)
+            if at < len(places) and places[at] == chunk:
+                del places[at]
+            if not places:
+                found[key]["chunks"].pop(name, None)
         for index, row in enumerate(rows[lo:hi], lo):  # its new rows come back
             _add(found, row, index)
     return list(found.values())
