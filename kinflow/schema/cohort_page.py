@@ -152,6 +152,8 @@ class CohortSource:
         end = encode("row", found.rows[-1][0]) if found.rows else after
 
         async def counter() -> int:
+            if after is None and not found.has_next:  # this page holds every match
+                return len(found.rows)
             if counted_by_summary(spec):
                 return (cohort_index.total(self.entry) if spec is None else
                         cohort_index.count_where(self.entry, spec.status, spec.outcome))
