@@ -2,12 +2,14 @@
 
 The parent's ``fan-out`` spawns a child per item; each child finishes with one
 action; the parent's ``all-done`` fires once no child of the current visit is
-active. Shared by ``cohort.py`` (the engine called directly) and
+active. ``windowed_parent(n)`` is the same parent with ``maxActive: n`` on its
+spawn (issue 15's window). Shared by ``cohort.py`` (the engine called directly) and
 ``cohort_api.py`` (through ``kinflow serve``), so both measure the same cohort.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 CHILD: dict[str, Any] = {
@@ -36,3 +38,14 @@ PARENT: dict[str, Any] = {
         {"name": "over"},
     ],
 }
+
+
+def windowed_parent(max_active: int) -> dict[str, Any]:
+    """``PARENT`` with a window of ``max_active`` children; its gate also waits for queued
+    rows (an explicit condition, not a reliance on the window's fill order)."""
+    parent = copy.deepcopy(PARENT)
+    actions = parent["stages"][0]["activities"][0]["actions"]
+    actions[0]["spawn"]["maxActive"] = max_active
+    actions[1]["when"] = ("count($subworkflows[activity == 'translate' && current && "
+                          "status in ['active', 'queued']]) == 0")
+    return parent

@@ -29,6 +29,16 @@ then the parent document's size and the ratios time(N) / time(1,000).
 Each size gets a fresh server, stopped at the end (SIGTERM to its process
 group). Note the machine's load (``uptime``) beside any figure you keep.
 
+The window (issue 15): ``--max-active N`` gives the parent's spawn
+``maxActive: N`` (``windowed_parent``). Rows beyond the window start queued,
+without a child, so the callers fire only children that exist (``_window``
+polls the lake for the cohort's live children and feeds them in ``forEach``
+order), and a sampler counts the live child documents every ~0.5 s: the
+table's ``peak active`` is the most it saw (over how many samples), which
+must not pass N. ``--compare-window N`` runs every size twice, without a
+window and then with ``maxActive: N``, and prints ``time(window) / time(no
+window)`` (spawn + complete) per size.
+
 Profiling the fires (docs/performance.md, "What a child's fireAction costs"):
 ``--py-spy DIR`` samples the server (and its lake daemon) with py-spy during
 the fire phase only and prints where the server's busy samples went
@@ -36,6 +46,7 @@ the fire phase only and prints where the server's busy samples went
 by kind (query, update, command, ...) over the same phase.
 
     python bench/cohort_api.py [--sizes 100,1000] [--callers 8] [--py-spy DIR] [--opcounters]
+                               [--max-active N | --compare-window N]
 """
 
 from __future__ import annotations
@@ -58,9 +69,10 @@ from typing import Any
 
 import bson
 import httpx
-from _cohort_definitions import CHILD, PARENT
+from _cohort_definitions import CHILD, PARENT, windowed_parent
 from _process import free_port, lake_pid, stop_group
 from _spy_summary import start_recording, stop_recording, summarise
+from _window import ActiveSampler, FeedReport, feed_started
 from bson.timestamp import Timestamp
 from pymongo import AsyncMongoClient
 
@@ -141,6 +153,14 @@ class Result:
     parent_bytes: int = 0
     fire_ops: Counter[str] = field(default_factory=Counter)
     fire_cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds during the fires
+    max_active: int | None = None  # the spawn's window (None: no window)
+    peak_active: int = 0  # the most live children any lake sample saw
+    samples: int = 0
+    feed: FeedReport | None = None
+
+    @property
+    def total(self) -> float:
+        return self.spawn + self.complete
 
     def quantile(self, q: float) -> float:
         if len(self.latencies) < 2:
@@ -278,8 +298,8 @@ async def count_parent_writes(lake: AsyncMongoClient[dict[str, Any]], parent_id:
 
 
 async def one_size(size: int, callers: int, extra: dict[str, str],
-                   profiling: Profiling | None = None) -> Result:
-    result = Result(size)
+                   profiling: Profiling | None = None, max_active: int | None = None) -> Result:
+    result = Result(size, max_active=max_active)
     with tempfile.TemporaryDirectory(prefix="kinflow-cohort-api-") as tmp:
         data_dir, port = Path(tmp), free_port()
         with kinflow_serve(data_dir, port, extra) as process:
@@ -301,8 +321,9 @@ async def one_size(size: int, callers: int, extra: dict[str, str],
 
 async def run_cohort(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, Any]],
                      result: Result, callers: int, profiling: Profiling) -> None:
-    size = result.size
-    await call(http, DEPLOY, {"d": [CHILD, PARENT]})
+    size, window = result.size, result.max_active
+    parent = PARENT if window is None else windowed_parent(window)
+    await call(http, DEPLOY, {"d": [CHILD, parent]})
     items = asyncio.Queue[int]()
     for n in range(size):
         items.put_nowait(n)
@@ -321,16 +342,28 @@ async def run_cohort(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, A
     since = await operation_time(lake)
     # registry rows are documents of their own beside the dataset (core/rows.py)
     rows = lake.kinflow["production.rows"]
-    children = asyncio.Queue[str]()
-    async for chunk in rows.find({"parent": parent_id}, {"rows.ref": 1}).sort("chunk", 1):
+    order: dict[str, int] = {}
+    queued = 0
+    async for chunk in rows.find({"parent": parent_id},
+                                 {"rows.ref": 1, "rows.queued": 1}).sort("chunk", 1):
         for row in chunk["rows"]:
-            children.put_nowait(str(row["ref"]["id"]).split(":", 2)[-1])
-    if children.qsize() != size:
-        raise SystemExit(f"spawned {children.qsize()} of {size}")
+            order[str(row["ref"]["id"]).split(":", 2)[-1]] = len(order)
+            queued += bool(row.get("queued"))
+    if len(order) != size:
+        raise SystemExit(f"spawned {len(order)} of {size}")
+    if queued != (0 if window is None else max(0, size - window)):
+        raise SystemExit(f"{queued} queued rows for a window of {window} over {size}")
+    children = asyncio.Queue[str | None]()
+    sampler = ActiveSampler(lake, parent_id)
+    feeder: asyncio.Task[FeedReport] | None = None
+    if window is None:
+        for child_id in order:
+            children.put_nowait(child_id)
+        for _ in range(callers):
+            children.put_nowait(None)
 
     async def fire() -> None:
-        while not children.empty():
-            child = children.get_nowait()
+        while (child := await children.get()) is not None:
             began = time.perf_counter()
             try:
                 await call(http, FIRE, {"id": child})
@@ -345,7 +378,14 @@ async def run_cohort(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, A
     profiling.start(size)
     cpu_at_fire = cpu_snapshot(profiling)
     started = time.perf_counter()
+    if window is not None:
+        sampler.start()
+        feeder = asyncio.create_task(feed_started(lake, parent_id, order, children, callers))
     await asyncio.gather(*(fire() for _ in range(callers)))
+    if feeder is not None:
+        result.feed = await feeder
+        if result.feed.stalled:
+            result.errors["window-stalled"] += 1
     result.fire = time.perf_counter() - started
     result.fire_cpu = {k: v - cpu_at_fire[k] for k, v in cpu_snapshot(profiling).items()}
     profiling.stop(result.fire)
@@ -360,6 +400,11 @@ async def run_cohort(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, A
             break
         await asyncio.sleep(0.05)
     result.complete = time.perf_counter() - started
+    if window is not None:
+        await sampler.stop()
+        result.peak_active, result.samples = sampler.peak, sampler.samples
+        if sampler.peak > window:
+            result.errors["window-overfilled"] += 1
     stage = (await call(http, STAGE, {"id": parent_id}))["instance"]["currentStage"]
     if stage != "over":
         result.errors[f"parent-in-{stage}"] += 1
@@ -381,16 +426,19 @@ def print_table(results: list[Result], callers: int, extra: dict[str, str]) -> N
     settings = " ".join(f"{k}={v}" for k, v in extra.items()) or "defaults"
     print(f"\nCohort through the API ({callers} HTTP callers, kinflow serve {settings}, "
           f"embedded lake; load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})")
-    head = ("N", "spawn s", "fire s", "complete s", "fires/s", "p50 ms", "p99 ms",
-            "lake ops/child", "parent writes", "errors", "stamped", "parent KB")
+    head = ("N", "window", "spawn s", "fire s", "complete s", "fires/s", "p50 ms", "p99 ms",
+            "lake ops/child", "parent writes", "errors", "stamped", "parent KB",
+            "peak active")
     rows = [head]
     for r in results:
-        rows.append((f"{r.size:,}", f"{r.spawn:.2f}", f"{r.fire:.2f}", f"{r.complete:.2f}",
+        window = "-" if r.max_active is None else str(r.max_active)
+        peak = "-" if r.max_active is None else f"{r.peak_active} ({r.samples} samples)"
+        rows.append((f"{r.size:,}", window, f"{r.spawn:.2f}", f"{r.fire:.2f}", f"{r.complete:.2f}",
                      f"{r.size / r.fire:.0f}" if r.fire else "-",
                      f"{r.quantile(0.5) * 1000:.0f}", f"{r.quantile(0.99) * 1000:.0f}",
                      f"{r.lake_ops / r.size:.1f}", str(r.parent_writes),
                      str(sum(r.errors.values())) + (f" {dict(r.errors)}" if r.errors else ""),
-                     f"{r.stamped}/{r.size}", f"{r.parent_bytes / 1024:.0f}"))
+                     f"{r.stamped}/{r.size}", f"{r.parent_bytes / 1024:.0f}", peak))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     for row in rows:
         print("  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)))
@@ -404,14 +452,24 @@ def print_table(results: list[Result], callers: int, extra: dict[str, str]) -> N
                                  sorted(r.fire_ops.items()) if n)
             print(f"lake operations per fire during the fires (N = {r.size:,}): {per_fire} "
                   "(commands include the transactions' commits and every client's pings)")
-    by_size = {r.size: r for r in results}
-    base = by_size.get(1000)
-    if base is not None:
-        for r in results:
-            if r.size > 1000:
-                total = r.spawn + r.complete
-                print(f"time({r.size:,}) / time(1,000) = "
-                      f"{total / (base.spawn + base.complete):.2f}")
+    for r in results:
+        if r.feed is not None:
+            print(f"window {r.max_active} (N = {r.size:,}): {r.feed.fed} children fed to the "
+                  f"callers after {r.feed.polls} polls of the lake; peak {r.peak_active} live "
+                  f"children over {r.samples} samples")
+    plain = {r.size: r for r in results if r.max_active is None}
+    windowed = {r.size: r for r in results if r.max_active is not None}
+    for variant in (plain, windowed):
+        base = variant.get(1000)
+        for r in variant.values():
+            if base is not None and r.size > 1000:
+                label = "" if r.max_active is None else f" (window {r.max_active})"
+                print(f"time({r.size:,}) / time(1,000){label} = {r.total / base.total:.2f}")
+    for size, r in windowed.items():
+        if size in plain:
+            print(f"time(window {r.max_active}) / time(no window) at N = {size:,}: "
+                  f"{r.total:.2f} / {plain[size].total:.2f} s = "
+                  f"{r.total / plain[size].total:.2f}")
 
 
 async def main() -> None:
@@ -427,17 +485,32 @@ async def main() -> None:
                              "statements slower than MS, by shape")
     parser.add_argument("--opcounters", action="store_true",
                         help="print the lake's operations per fire by kind")
+    window = parser.add_mutually_exclusive_group()
+    window.add_argument("--max-active", type=int, default=None, metavar="N",
+                        help="give the parent's spawn maxActive: N (issue 15's window)")
+    window.add_argument("--compare-window", type=int, default=None, metavar="N",
+                        help="run each size without a window, then with maxActive: N, "
+                             "and print time(window) / time(no window)")
     args = parser.parse_args()
+    for given in (args.max_active, args.compare_window):
+        if given is not None and given < 1:
+            parser.error("a window is at least 1")
     extra = dict(item.split("=", 1) for item in args.env)
+    windows: list[int | None] = [args.max_active]
+    if args.compare_window is not None:
+        windows = [None, args.compare_window]
     results = []
     for size in (int(s) for s in args.sizes.split(",")):
-        print(f"cohort of {size:,} ...", flush=True)
-        profiling = Profiling(spy_dir=args.py_spy, opcounters=args.opcounters,
-                              slow_ms=args.slow_ms)
-        results.append(await one_size(size, args.callers, extra, profiling))
-        r = results[-1]
-        print(f"  spawn {r.spawn:.2f} s, complete {r.complete:.2f} s after the first fire, "
-              f"errors {sum(r.errors.values())}", flush=True)
+        for max_active in windows:
+            label = "" if max_active is None else f" with maxActive {max_active}"
+            print(f"cohort of {size:,}{label} ...", flush=True)
+            profiling = Profiling(spy_dir=args.py_spy, opcounters=args.opcounters,
+                                  slow_ms=args.slow_ms)
+            results.append(await one_size(size, args.callers, extra, profiling, max_active))
+            r = results[-1]
+            peak = "" if max_active is None else f", peak active {r.peak_active}"
+            print(f"  spawn {r.spawn:.2f} s, complete {r.complete:.2f} s after the first fire, "
+                  f"errors {sum(r.errors.values())}{peak}", flush=True)
     print_table(results, args.callers, extra)
 
 
