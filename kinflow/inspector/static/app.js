@@ -14,7 +14,14 @@ import { PARKED_QUERY, parkedList, parkedNotice, TICK_MUTATION } from "./parked.
 // ---- operations ---------------------------------------------------------
 
 const INSTANCE = "id definition version status currentStage lastChangedAt";
-const ROW = "rowKey activity action definition current status stage condemned childId spawnedAt";
+const ROW = `rowKey activity action definition current status stage condemned childId spawnedAt
+  outcome outputs outputsError attempt previousChildIds abortReason`;
+const COUNTS = `activity total active done aborted queued failed settled maxActive
+  budget { count percent used exceeded }`;
+/** Rows read per request: a large cohort is read page by page (Cohort.page). */
+const PAGE_ROWS = 500;
+/** Rows the tree holds of one cohort at most; past it, the section says how many it shows. */
+const MAX_ROWS = 20000;
 const DETAIL = `${INSTANCE} startedAt completedAt abortedAt fields
   parent { id definition }
   activities { name status firedActions }
@@ -35,8 +42,12 @@ const Q = {
     ancestors { ${INSTANCE} } } }`,
   // The activity's cohort of the current visit, else of the last visit that spawned
   // (so a finished or aborted family is shown whole).
-  cohort: `query Cohort($id: ID!, $activity: String!) {
-    cohort(parentId: $id, activity: $activity) { activity total rows { ${ROW} } } }`,
+  cohort: `query Cohort($id: ID!, $activity: String!, $after: String) {
+    cohort(parentId: $id, activity: $activity) { ${COUNTS}
+      page(first: ${PAGE_ROWS}, after: $after) { nodes { ${ROW} } pageInfo { hasNextPage endCursor } } } }`,
+  redrive: `mutation Redrive($id: ID!, $activity: String!, $where: CohortFilter, $key: String) {
+    redriveCohort(parentId: $id, activity: $activity, where: $where, idempotencyKey: $key) {
+      matched applied skipped refusals { childId rowKey code message } } }`,
   detail: `query Detail($id: ID!) { instance(id: $id) { ${DETAIL} } }`,
   fire: `mutation Fire($id: ID!, $activity: String!, $action: String!, $params: JSON, $key: String) {
     fireAction(instanceId: $id, activity: $activity, action: $action, params: $params, idempotencyKey: $key) {
@@ -48,7 +59,7 @@ const Q = {
   watchChildren: `subscription WatchChildren($id: ID!) {
     childChanged(parentId: $id) { kind row { ${ROW} } } }`,
   watchCohort: `subscription WatchCohort($id: ID!, $activity: String!) {
-    cohortChanged(parentId: $id, activity: $activity) { activity total active done aborted settled } }`,
+    cohortChanged(parentId: $id, activity: $activity) { ${COUNTS} } }`,
   watchList: `subscription WatchList($where: InstanceFilter) {
     instancesChanged(where: $where) { kind instance { ${INSTANCE} } } }`,
 };
@@ -105,7 +116,8 @@ function clearErrors() {
 /**
  * Terminal stages that mean the child failed: marked `outcome: "failed"`, or reached
  * only by transitions whose condition is about a failure (`$anyActivityFailed`).
- * Until rows carry an outcome, this is how a failed child is told from a succeeded one.
+ * Rows stored before rows carried an outcome have none: for them, this is how a failed
+ * child is told from a succeeded one.
  */
 function failureStagesOf(document) {
   const stages = document.stages || [];
@@ -169,22 +181,47 @@ function allSpawning(definition) {
   return all;
 }
 
-/** "failed" for a DONE child that ended in a failure stage, "succeeded" for other DONE ones. */
+/**
+ * The row's outcome when it carries one; else its status for a live, queued or
+ * aborted row, and for a DONE row of an older engine "failed" when it ended in a
+ * failure stage, "succeeded" otherwise.
+ */
 function outcomeOf(row) {
+  if (row.outcome) return row.outcome;
   if (row.status !== "DONE") return row.status.toLowerCase();
   const def = state.defs.get(row.definition);
   return def && def.failureStages.has(row.stage) ? "failed" : "succeeded";
 }
 
-/** The cohorts of `id`'s spawning activities: Map(activity -> {total, rows}). */
+/** One cohort with its rows, read page by page (at most MAX_ROWS of them). */
+async function fetchCohort(id, activity) {
+  let after = null;
+  let cohort = null;
+  const rows = [];
+  for (;;) {
+    const c = (await client.request(Q.cohort, { id, activity, after })).cohort;
+    const { page, ...counts } = c;
+    if (!cohort) cohort = counts;
+    rows.push(...page.nodes);
+    if (!page.pageInfo.hasNextPage || rows.length >= MAX_ROWS) {
+      cohort.truncated = page.pageInfo.hasNextPage;
+      break;
+    }
+    after = page.pageInfo.endCursor;
+  }
+  cohort.rows = rows;
+  return cohort;
+}
+
+/** The cohorts of `id`'s spawning activities: Map(activity -> {counts..., rows}). */
 async function fetchCohorts(id, activities) {
   const found = new Map();
   const answers = await Promise.allSettled(
-    [...activities].map((activity) => client.request(Q.cohort, { id, activity })),
+    [...activities].map((activity) => fetchCohort(id, activity)),
   );
   for (const answer of answers) {
     if (answer.status === "fulfilled") {
-      const c = answer.value.cohort;
+      const c = answer.value;
       found.set(c.activity, c);
     } else if (answer.reason.code !== "cohort-not-found") {
       throw answer.reason; // (an activity of a newer version than the instance's is skipped)
@@ -385,17 +422,38 @@ async function loadCohorts(focus) {
     if (!c.total && !here.has(activity)) continue;
     const cohort = ensureCohort(activity);
     cohort.rows = new Map();
+    cohort.byKey = new Map();
     cohort.order = [];
-    for (const row of c.rows) putRow(cohort, row);
+    const { rows, truncated, ...counts } = c;
+    cohort.counts = counts;
+    cohort.truncated = truncated;
+    for (const row of rows) putRow(cohort, row);
+    for (const key of [...cohort.picked]) if (!redrivable(cohort.byKey.get(key))) cohort.picked.delete(key);
   }
 }
 
+/**
+ * Insert or update one row. Rows are kept by child id; a redriven row (a new
+ * attempt, a new child id) replaces its earlier attempts in place.
+ */
 function putRow(cohort, row) {
+  const earlier = (row.previousChildIds || []).filter((id) => cohort.rows.has(id));
+  for (const id of earlier) cohort.rows.delete(id);
   if (!cohort.rows.has(row.childId)) {
-    cohort.order.push(row.childId);
+    const at = earlier.length ? cohort.order.indexOf(earlier[earlier.length - 1]) : -1;
+    if (at >= 0) cohort.order[at] = row.childId;
+    else cohort.order.push(row.childId);
     cohort.unsorted = true;
   }
+  if (earlier.length) cohort.order = cohort.order.filter((id) => id === row.childId || cohort.rows.has(id));
   cohort.rows.set(row.childId, row);
+  if (row.current || !cohort.byKey.has(row.rowKey)) cohort.byKey.set(row.rowKey, row);
+}
+
+/** A finished row whose child failed, was aborted or cancelled: redriveCohort may start it again. */
+function redrivable(row) {
+  return Boolean(row && row.current && ["DONE", "ABORTED", "CANCELLED"].includes(row.status) &&
+    ["failed", "aborted", "cancelled"].includes(outcomeOf(row)));
 }
 
 function ensureCohort(activity) {
@@ -406,8 +464,11 @@ function ensureCohort(activity) {
     activity,
     counts: null,
     rows: new Map(),
+    byKey: new Map(), // rowKey -> its latest row
     order: [],
     filter: "",
+    picked: new Set(), // rowKeys ticked for a redrive
+    bulk: null, // {busy} or the last BulkResult, shown under the header
     list: new VirtualList({
       rowHeight: ROW_HEIGHT,
       maxRows: 14,
@@ -489,7 +550,7 @@ function treeItems(cohort) {
   const items = [];
   for (const id of cohort.order) {
     const row = cohort.rows.get(id);
-    if (cohort.filter && row.status.toLowerCase() !== cohort.filter) continue;
+    if (cohort.filter && !matchesChip(row, cohort.filter)) continue;
     items.push({ key: id, depth: 1, row });
     const sub = state.expanded.get(id);
     if (!sub) continue;
@@ -503,6 +564,36 @@ function treeItems(cohort) {
   return items;
 }
 
+/** The "failed" chip counts (and shows) rows whose outcome is failed or aborted; the others a status. */
+function matchesChip(row, name) {
+  if (name === "failed") return ["failed", "aborted"].includes(outcomeOf(row));
+  return row.status.toLowerCase() === name;
+}
+
+/** A finished row's outputs, short: `wordCount: 600, locale: "de"`; or why there are none. */
+function outputsText(row) {
+  if (row.outputsError) return row.outputsError;
+  if (!row.outputs || typeof row.outputs !== "object") return "";
+  return Object.entries(row.outputs).map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join(", ");
+}
+
+function pickBox(row) {
+  const cohort = state.focus && state.focus.cohorts.get(row.activity);
+  if (!cohort || !redrivable(row)) return h("span.pick");
+  return h("input.pick", {
+    type: "checkbox",
+    title: "select for a redrive",
+    "aria-label": `select ${row.rowKey}`,
+    checked: cohort.picked.has(row.rowKey),
+    onclick: (event) => {
+      event.stopPropagation();
+      if (event.target.checked) cohort.picked.add(row.rowKey);
+      else cohort.picked.delete(row.rowKey);
+      scheduleTree();
+    },
+  });
+}
+
 function renderTreeRow(item) {
   if (item.note) return h("div.tnode.depth-2.note", h("span.toggle"), h("span.dim", item.note));
   const row = item.row;
@@ -512,11 +603,13 @@ function renderTreeRow(item) {
   const open = state.expanded.has(row.childId);
   const sub = state.expanded.get(row.childId);
   const selected = state.selected && state.selected.id === row.childId;
+  const outputs = outputsText(row);
+  const attempt = row.attempt || 1;
   return h(
     `div.tnode.depth-${item.depth}`,
     {
-      class: `tnode depth-${item.depth} outcome-${outcome}${selected ? " selected" : ""}${row.condemned ? " condemned" : ""}`,
-      dataset: { childId: row.childId, rowKey: row.rowKey, status, outcome },
+      class: `tnode depth-${item.depth} status-row-${status} outcome-${outcome}${selected ? " selected" : ""}${row.condemned ? " condemned" : ""}`,
+      dataset: { childId: row.childId, rowKey: row.rowKey, status, outcome, attempt: String(attempt) },
       title: row.childId,
       onclick: () => go(state.focus.id, row.childId),
       ondblclick: () => go(row.childId),
@@ -536,11 +629,18 @@ function renderTreeRow(item) {
           open ? "▾" : "▸",
         )
       : h("span.toggle"),
+    item.depth === 1 ? pickBox(row) : null,
     badge(status),
     h("span.rowkey", row.rowKey),
-    h("span.stage", row.stage || ""),
+    h("span.stage", status === "queued" ? "waiting" : row.stage || ""),
     row.condemned ? h("span.flag", "abort owed") : null,
     outcome === "failed" ? h("span.flag.failed", { title: `ended in stage ${row.stage}` }, "failed") : null,
+    row.abortReason && status === "aborted" ? h("span.flag.reason", row.abortReason) : null,
+    attempt > 1 ? h("span.flag.attempt", { title: `earlier: ${(row.previousChildIds || []).join(", ")}` }, `attempt ${attempt}`) : null,
+    outputs
+      ? h(row.outputsError ? "span.outputs.error" : "span.outputs",
+          { title: row.outputsError ? "outputs not copied" : JSON.stringify(row.outputs) }, outputs)
+      : null,
     sub && sub.status === "ready" ? h("span.mini", miniCounts(sub)) : null,
     h("span.defn.dim", row.definition),
   );
@@ -570,10 +670,89 @@ function progress(counts) {
 }
 
 function localCounts(cohort) {
-  const c = { total: cohort.rows.size, active: 0, done: 0, aborted: 0, settled: false };
-  for (const row of cohort.rows.values()) c[row.status.toLowerCase()] += 1;
-  c.settled = c.total > 0 && c.active === 0;
+  const c = { total: cohort.rows.size, active: 0, done: 0, aborted: 0, queued: 0, cancelled: 0, failed: 0,
+    settled: false, maxActive: null, budget: null };
+  for (const row of cohort.rows.values()) {
+    c[row.status.toLowerCase()] += 1;
+    if (matchesChip(row, "failed")) c.failed += 1;
+  }
+  c.settled = c.total > 0 && c.active === 0 && c.queued === 0;
   return c;
+}
+
+/** The window and the failure budget, when the cohort has them. */
+function limits(c) {
+  const parts = [];
+  if (c.maxActive != null) {
+    parts.push(h("span.window", { dataset: { maxActive: String(c.maxActive), queued: String(c.queued || 0) },
+      title: "at most this many children are active at once; the rest wait, queued" },
+    `window ${c.active}/${c.maxActive} active · ${c.queued || 0} queued`));
+  }
+  const b = c.budget;
+  if (b) {
+    const limit = b.count != null ? `${b.used}/${b.count} failed` : `${b.used} failed of ${b.percent}%`;
+    parts.push(h("span.budget", {
+      class: b.exceeded ? "budget exceeded" : "budget",
+      dataset: { used: String(b.used), exceeded: String(b.exceeded), count: b.count != null ? String(b.count) : "" },
+      title: "the failure budget: more failed or aborted rows than this fails the cohort",
+    }, `budget ${limit}`, b.exceeded ? " · exceeded" : ""));
+  }
+  return parts;
+}
+
+/** The redrive toolbar: the selection, its button, and the last call's BulkResult. */
+function redriveBar(cohort) {
+  const picked = [...cohort.picked];
+  const bulk = cohort.bulk;
+  const result = bulk && bulk.result;
+  return h(
+    "div.redrive",
+    h("button.redrive-selected", {
+      type: "button",
+      disabled: !picked.length || Boolean(bulk && bulk.busy),
+      title: "redriveCohort: a new attempt for each selected failed or aborted row",
+      onclick: () => redriveSelected(cohort),
+    }, `Redrive selected (${picked.length})`),
+    picked.length ? h("button.clear-picked", { type: "button", onclick: () => { cohort.picked.clear(); scheduleTree(); } }, "clear") : null,
+    bulk && bulk.busy ? h("span.dim", "redriving…") : null,
+    result
+      ? h("span.bulk-result", {
+          role: "status",
+          dataset: { matched: String(result.matched), applied: String(result.applied), skipped: String(result.skipped),
+            refused: String(result.refusals.length) },
+        },
+        `matched ${result.matched} · applied ${result.applied} · skipped ${result.skipped} · refused ${result.refusals.length}`,
+        result.refusals.length
+          ? h("ul.refusals", result.refusals.map((r) =>
+              h("li", { dataset: { rowKey: r.rowKey, code: r.code } }, h("strong", r.rowKey), ` ${r.code}: ${r.message}`)))
+          : null)
+      : null,
+  );
+}
+
+async function redriveSelected(cohort) {
+  const focus = state.focus;
+  const rowKeys = [...cohort.picked];
+  if (!rowKeys.length) return;
+  cohort.bulk = { busy: true, result: cohort.bulk && cohort.bulk.result };
+  scheduleTree();
+  try {
+    const data = await client.request(Q.redrive, {
+      id: focus.id,
+      activity: cohort.activity,
+      where: { rowKeys },
+      key: crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random()}`,
+    });
+    cohort.bulk = { busy: false, result: data.redriveCohort };
+    cohort.picked.clear();
+  } catch (error) {
+    cohort.bulk = null;
+    showError(error, `redrive ${cohort.activity}`);
+  }
+  if (state.focus === focus) {
+    await loadCohorts(focus); // the redriven rows have new children
+    scheduleTree();
+  }
 }
 
 /**
@@ -608,12 +787,17 @@ function renderCohort(cohort) {
   fill(
     cohort.header,
     h("h3", "cohort ", h("span.mono", cohort.activity)),
-    h("span.counts", chip("active", c.active), chip("done", c.done), chip("aborted", c.aborted)),
-    h("span.total", h("span.n", String(c.total)), " total", c.settled ? " · settled" : ""),
+    h("span.counts", chip("queued", c.queued || 0), chip("active", c.active), chip("done", c.done),
+      chip("aborted", c.aborted), chip("failed", c.failed || 0)),
+    limits(c),
+    h("span.total", h("span.n", String(c.total)), " total", c.settled ? " · settled" : "",
+      cohort.truncated ? ` · showing the first ${cohort.rows.size}` : ""),
     finishedVisit(cohort) ? h("span.visit.dim", { title: "the parent has left the stage visit that spawned these" }, "finished visit") : null,
   );
   cohort.section.dataset.visit = finishedVisit(cohort) ? "finished" : "current";
-  fill(cohort.bar, progress(c));
+  let offer = Boolean(cohort.bulk) || cohort.picked.size > 0;
+  if (!offer) for (const row of cohort.rows.values()) if (redrivable(row)) { offer = true; break; }
+  fill(cohort.bar, progress(c), offer ? redriveBar(cohort) : null);
   const items = treeItems(cohort);
   cohort.list.setItems(items);
   if (items.length) {

@@ -1,0 +1,85 @@
+"""Issue 15 in the inspector: queued rows, outcomes and outputs, the window, the
+failure budget, and a redrive of selected rows (COHORT-CONTROL.md).
+
+Drives the page in Debian's Chromium against the real app (see ``conftest.py``);
+screenshots land in ``test-artifacts/inspector/``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.browser.harness import EXAMPLES, OPERATOR, Api, chip, open_page, shot
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+pytestmark = pytest.mark.lake
+
+COHORT = '.cohort[data-activity="translate"]'
+
+
+def translation(api: Api, locales: list[str]) -> tuple[str, dict[str, str]]:
+    """A translation-cohort (window 2, budget of one failure) of a new article."""
+    api.deploy(json.loads((EXAMPLES / "translation-cohort.json").read_text()))
+    article = f"article-w-{time.monotonic_ns()}"
+    api.put({"_id": article, "_type": "article", "title": "Windows", "locales": locales})
+    parent = api.start("translation-cohort", {"subject": {"_id": article, "_type": "article"}})
+    return parent, {row["rowKey"]: row["childId"] for row in api.rows(parent)}
+
+
+def row(key: str, extra: str = "") -> str:
+    return f'{COHORT} .tnode[data-row-key="{key}"]{extra}'
+
+
+def test_queued_rows_outcomes_budget_and_a_redrive_of_the_selection(
+        page: Page, server: Api) -> None:
+    api = server
+    parent, children = translation(api, ["de", "fr", "es"])
+    open_page(page, api, OPERATOR, f"focus={parent}")
+
+    # The window holds two; the third row waits, drawn as queued, and has no checkbox.
+    page.wait_for_selector(row("es", '[data-status="queued"]'))
+    page.wait_for_selector(chip(page, "translate", "queued", 1))
+    page.wait_for_selector(f'{COHORT} .window[data-max-active="2"][data-queued="1"]')
+    page.wait_for_selector(f'{COHORT} .budget[data-used="0"][data-count="1"]')
+    assert page.locator(row("es", " input.pick")).count() == 0
+    assert page.locator(f"{COHORT} .redrive-selected").count() == 0  # nothing to redrive yet
+    shot(page, "50-cohort-window-queued")
+
+    # fr fails (within the budget of one), de succeeds with its word count: es starts.
+    assert not api.fire(children["fr"], "translate", "give-up").get("errors")
+    assert not api.fire(children["de"], "translate", "submit", {"words": 400}).get("errors")
+    page.wait_for_selector(row("fr", '[data-status="done"][data-outcome="failed"]'))
+    page.wait_for_selector(row("de", '[data-outcome="succeeded"]'))
+    page.wait_for_selector(row("es", '[data-status="active"]'))
+    outputs = page.locator(row("de", " .outputs")).inner_text()
+    assert "wordCount: 400" in outputs and 'locale: "de"' in outputs, outputs
+    page.wait_for_selector(f'{COHORT} .budget[data-used="1"][data-exceeded="false"]')
+    page.wait_for_selector(f'{COHORT} .window[data-queued="0"]')
+    assert page.locator(row("de", " input.pick")).count() == 0  # a succeeded row is never offered
+    shot(page, "51-cohort-failed-row")
+
+    # Select the failed row and redrive it: one applied, the row starts again as attempt 2.
+    page.locator(row("fr", " input.pick")).check()
+    page.wait_for_selector(f'{COHORT} .redrive-selected:not([disabled]):has-text("(1)")')
+    page.click(f"{COHORT} .redrive-selected")
+    result = page.wait_for_selector(f'{COHORT} .bulk-result[data-applied="1"]')
+    assert result is not None
+    assert result.get_attribute("data-matched") == "1"
+    assert result.get_attribute("data-skipped") == "0"
+    assert result.get_attribute("data-refused") == "0"
+    page.wait_for_selector(row("fr", '[data-status="active"][data-attempt="2"]'))
+    page.wait_for_selector(row("fr", " .flag.attempt"))
+    assert page.locator(row("fr")).count() == 1  # the new attempt replaced the old row
+    assert page.locator(f"{COHORT} .tnode").count() == 3
+    page.wait_for_selector(f'{COHORT} .budget[data-used="0"]')
+    page.wait_for_selector(f'{COHORT} .redrive-selected:has-text("(0)")')
+    shot(page, "52-cohort-redriven")
+
+    seen = {r["rowKey"]: r for r in api.rows(parent)}
+    assert seen["fr"]["status"] == "ACTIVE" and seen["fr"]["childId"] != children["fr"]
