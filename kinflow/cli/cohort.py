@@ -20,7 +20,7 @@ from kinflow.core.errors import CohortNotFound, InstanceNotFound
 from kinflow.core.registry import Row, count, registry_rows
 from kinflow.errors import InvalidInput
 from kinflow.schema.bulk import CohortFilter
-from kinflow.schema.cohort_page import SubworkflowConnection, counts_of, indexed, page_of_rows
+from kinflow.schema.cohort_page import RowsPage, counts_of, indexed, page_of_rows
 from kinflow.schema.cohorts import cohort_rows
 from kinflow.schema.instance_parts import ChildStatus
 
@@ -80,7 +80,7 @@ async def _local_cohort(backend: LocalBackend, parent_id: str, activity: str, fi
     if found is not None:
         source, _ = found
         counts = counts_of(source.entry)
-        page: SubworkflowConnection = await source.page(first, None, where)
+        page: RowsPage = await source.page(first, None, where)
     else:  # a parent stored before summaries, or a cohort never spawned (total 0)
         check_declared(parent, activity)
         rows = cohort_rows(registry_rows(await engine.assemble(parent)), activity)
@@ -88,8 +88,8 @@ async def _local_cohort(backend: LocalBackend, parent_id: str, activity: str, fi
         page = await page_of_rows(rows, first, None, where, engine.limits)
     return {**{name: getattr(counts, name) for name in COUNTS},
             "page": {"totalCount": await page.total_count(),
-                     "pageInfo": {"hasNextPage": page.page_info.has_next_page},
-                     "nodes": [_node(n.row) for n in page.nodes]}}
+                     "pageInfo": {"hasNextPage": page.has_next},
+                     "nodes": [_node(r) for r in page.rows]}}
 
 
 async def cohort_on(backend: Backend, parent_id: str, activity: str, first: int,

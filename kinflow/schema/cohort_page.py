@@ -16,9 +16,7 @@ import base64
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any
-
-import strawberry
+from typing import TYPE_CHECKING, Any
 
 from kinflow.core import bulk, cohort_index
 from kinflow.core.context import Limits
@@ -27,23 +25,24 @@ from kinflow.core.state import SubworkflowEntry
 from kinflow.engine import cohort_pages
 from kinflow.errors import InvalidInput
 from kinflow.schema.bulk import CohortFilter
-from kinflow.schema.instance_parts import PageInfo
 
 if TYPE_CHECKING:
     from kinflow.engine.rowstore import RowStore
-    from kinflow.schema.types import Subworkflow
 
 MAX_FIRST = 1000
 """The largest page a caller may ask for."""
 
 
-@strawberry.type(description="A page of a cohort's rows, in registry (forEach) order.")
-class SubworkflowConnection:
-    nodes: list[Annotated["Subworkflow", strawberry.lazy("kinflow.schema.types")]]  # noqa: UP037
-    page_info: PageInfo
-    counter: strawberry.Private[Callable[[], Awaitable[int]]]
+@dataclass(slots=True)
+class RowsPage:
+    """One page: its rows, whether more follow, its end cursor, and how to count every
+    row the filter selects (called only when ``totalCount`` is selected)."""
 
-    @strawberry.field(description="Rows of the cohort the filter selects (every page).")
+    rows: list[Row]
+    has_next: bool
+    end_cursor: str | None
+    counter: Callable[[], Awaitable[int]]
+
     async def total_count(self) -> int:
         return await self.counter()
 
@@ -139,9 +138,7 @@ class CohortSource:
         return lambda row: spec.matches(row_view(row, self.open_key), tree)
 
     async def page(self, first: int, after: str | None, where: CohortFilter | None
-                   ) -> SubworkflowConnection:
-        from kinflow.schema.types import Subworkflow
-
+                   ) -> RowsPage:
         check_first(first)
         spec = spec_of(where)
         match = self.matcher(spec)
@@ -161,10 +158,7 @@ class CohortSource:
             return await cohort_pages.count_matching(self.store, self.parent_id, self.entry,
                                                      match, pairs)
 
-        return SubworkflowConnection(
-            nodes=[Subworkflow(row=self.row(r)) for _, r in found.rows],
-            page_info=PageInfo(has_next_page=found.has_next, end_cursor=end),
-            counter=counter)
+        return RowsPage([self.row(r) for _, r in found.rows], found.has_next, end, counter)
 
     async def rows(self) -> list[Row]:
         """Every row of the cohort (``Cohort.rows``: what a caller selecting it asks for)."""
@@ -178,10 +172,8 @@ class CohortSource:
 
 async def page_of_rows(rows: list[Row], first: int, after: str | None,
                        where: CohortFilter | None,
-                       limits: Limits) -> SubworkflowConnection:
+                       limits: Limits) -> RowsPage:
     """``Cohort.page`` over rows already in memory."""
-    from kinflow.schema.types import Subworkflow
-
     check_first(first)
     spec = spec_of(where)
     tree = spec.check(limits) if spec is not None else None
@@ -195,10 +187,7 @@ async def page_of_rows(rows: list[Row], first: int, after: str | None,
     async def counter() -> int:
         return len(chosen)
 
-    return SubworkflowConnection(nodes=[Subworkflow(row=r) for _, r in page],
-                                 page_info=PageInfo(has_next_page=len(after_start) > first,
-                                                    end_cursor=end),
-                                 counter=counter)
+    return RowsPage([r for _, r in page], len(after_start) > first, end, counter)
 
 
 def open_key_of(parent: dict[str, Any]) -> str | None:

@@ -23,12 +23,7 @@ from kinflow.core.state import parse_instance
 from kinflow.gdr import document_id, format_gdr
 from kinflow.schema.budget import FailureBudget, cohort_budget
 from kinflow.schema.bulk import CohortFilter
-from kinflow.schema.cohort_page import (
-    CohortSource,
-    SubworkflowConnection,
-    counts_of,
-    page_of_rows,
-)
+from kinflow.schema.cohort_page import CohortSource, RowsPage, counts_of, page_of_rows
 from kinflow.schema.context import KInfo
 from kinflow.schema.definition_types import DeployedDefinition, DeployResult, WorkflowDefinition
 from kinflow.schema.instance_parts import (
@@ -164,6 +159,23 @@ class Subworkflow:
         return False
 
 
+@strawberry.type(description="A page of a cohort's rows, in registry (forEach) order.")
+class SubworkflowConnection:
+    nodes: list[Subworkflow]
+    page_info: PageInfo
+    found: strawberry.Private[RowsPage]
+
+    @strawberry.field(description="Rows of the cohort the filter selects (every page).")
+    async def total_count(self) -> int:
+        return await self.found.total_count()
+
+    @classmethod
+    def of(cls, found: RowsPage) -> SubworkflowConnection:
+        return cls(nodes=[Subworkflow(row=r) for r in found.rows], found=found,
+                   page_info=PageInfo(has_next_page=found.has_next,
+                                      end_cursor=found.end_cursor))
+
+
 @strawberry.type
 class Cohort:
     parent_id: strawberry.ID
@@ -227,9 +239,9 @@ class Cohort:
                    where: CohortFilter | None = None) -> SubworkflowConnection:
         first = 100 if first is None else first
         if self.source is not None:
-            return await self.source.page(first, after, where)
-        return await page_of_rows(self.selected, first, after, where,
-                                  info.context.services.engine.limits)
+            return SubworkflowConnection.of(await self.source.page(first, after, where))
+        return SubworkflowConnection.of(await page_of_rows(
+            self.selected, first, after, where, info.context.services.engine.limits))
 
     @classmethod
     def indexed(cls, source: CohortSource, last: Row, window: int | None = None) -> Cohort:

@@ -87,12 +87,12 @@ async def walk(src: CohortSource, first: int, where: CohortFilter | None = None,
     after = None
     while True:
         page = await src.page(first, after, where)
-        keys += [node.row.row_key for node in page.nodes]
+        keys += [row.row_key for row in page.rows]
         if per_page is not None:
             reads.append(per_page())
-        if not page.page_info.has_next_page:
+        if not page.has_next:
             return keys, reads
-        after = page.page_info.end_cursor
+        after = page.end_cursor
 
 
 async def mixed_cohort(engine: Engine) -> str:
@@ -149,19 +149,19 @@ async def test_a_page_of_100_reads_only_the_chunks_it_needs(
     started = time.perf_counter()
     first = await src.page(100, None, None)
     unfiltered = reads.take()
-    second = await src.page(100, first.page_info.end_cursor, None)
+    second = await src.page(100, first.end_cursor, None)
     middle = reads.take()
     done = await src.page(100, None, CohortFilter(status=[ChildStatus.DONE]))
     filtered = reads.take()
     elapsed = time.perf_counter() - started
     print(f"\nchunks read: first page {unfiltered}, second {middle}, done-filtered "
           f"{filtered} of {-(-N // CHUNK)}; three pages in {elapsed * 1000:.0f} ms")
-    assert [n.row.row_key for n in first.nodes] == NAMES[:100]
-    assert [n.row.row_key for n in second.nodes] == NAMES[100:200]
+    assert [r.row_key for r in first.rows] == NAMES[:100]
+    assert [r.row_key for r in second.rows] == NAMES[100:200]
     assert unfiltered == 4 and middle == 4  # rows 0-100, then 100-200: 4 chunks each
     every = await every_row(engine, cohort)
     wanted = [i for i, r in enumerate(every) if r.status == "done"]
-    assert [n.row.row_key for n in done.nodes] == [NAMES[i] for i in wanted]
+    assert [r.row_key for r in done.rows] == [NAMES[i] for i in wanted]
     assert filtered == len({i // CHUNK for i in wanted})  # only chunks holding DONE rows
     assert filtered < -(-N // CHUNK)
 
