@@ -36,6 +36,12 @@ def row(key: str, extra: str = "") -> str:
     return f'{COHORT} .tnode[data-row-key="{key}"]{extra}'
 
 
+def shown_keys(page: Page) -> list[str]:
+    keys: list[str] = page.locator(f"{COHORT} .tnode").evaluate_all(
+        "nodes => nodes.map(n => n.dataset.rowKey)")
+    return keys
+
+
 def test_queued_rows_outcomes_budget_and_a_redrive_of_the_selection(
         page: Page, server: Api) -> None:
     api = server
@@ -48,6 +54,7 @@ def test_queued_rows_outcomes_budget_and_a_redrive_of_the_selection(
     page.wait_for_selector(f'{COHORT} .window[data-max-active="2"][data-queued="1"]')
     page.wait_for_selector(f'{COHORT} .budget[data-used="0"][data-count="1"]')
     assert page.locator(row("es", " input.pick")).count() == 0
+    assert shown_keys(page) == ["de", "fr", "es"]  # forEach order, not alphabetical
     assert page.locator(f"{COHORT} .redrive-selected").count() == 0  # nothing to redrive yet
     shot(page, "50-cohort-window-queued")
 
@@ -76,10 +83,34 @@ def test_queued_rows_outcomes_budget_and_a_redrive_of_the_selection(
     page.wait_for_selector(row("fr", '[data-status="active"][data-attempt="2"]'))
     page.wait_for_selector(row("fr", " .flag.attempt"))
     assert page.locator(row("fr")).count() == 1  # the new attempt replaced the old row
-    assert page.locator(f"{COHORT} .tnode").count() == 3
+    assert shown_keys(page) == ["de", "fr", "es"]  # the new attempt keeps the row's place
     page.wait_for_selector(f'{COHORT} .budget[data-used="0"]')
     page.wait_for_selector(f'{COHORT} .redrive-selected:has-text("(0)")')
     shot(page, "52-cohort-redriven")
 
     seen = {r["rowKey"]: r for r in api.rows(parent)}
     assert seen["fr"]["status"] == "ACTIVE" and seen["fr"]["childId"] != children["fr"]
+
+
+def test_an_exceeded_budget_and_its_skipped_rows(page: Page, server: Api) -> None:
+    api = server
+    parent, children = translation(api, ["de", "fr", "es", "it"])
+    assert not api.fire(children["de"], "translate", "give-up").get("errors")
+    assert not api.fire(children["fr"], "translate", "give-up").get("errors")
+    state = api.data("query($id: ID!) { instance(id: $id) { currentStage } }", {"id": parent})
+    assert state["instance"]["currentStage"] == "over-budget"
+
+    open_page(page, api, OPERATOR, f"focus={parent}")
+    page.wait_for_selector(f'{COHORT}[data-visit="finished"]')
+    page.wait_for_selector(f'{COHORT} .budget.exceeded[data-used="4"][data-exceeded="true"]')
+    for key in ("es", "it"):  # es aborted while live (abort-rest), it skipped while queued
+        page.wait_for_selector(row(key, '[data-status="aborted"][data-outcome="aborted"]'))
+        reason = page.locator(row(key, " .flag.reason")).inner_text()
+        assert reason == "failure-budget-exceeded"
+    page.wait_for_selector(chip(page, "translate", "failed", 4))
+    # The parent left the visit that spawned them: redrive would be refused, so none is offered.
+    assert page.locator(f"{COHORT} input.pick").count() == 0
+    assert page.locator(f"{COHORT} .redrive-selected").count() == 0
+    page.click(chip(page, "translate", "failed", 4))
+    assert shown_keys(page) == ["de", "fr", "es", "it"]
+    shot(page, "53-cohort-budget-exceeded")

@@ -423,6 +423,7 @@ async function loadCohorts(focus) {
     const cohort = ensureCohort(activity);
     cohort.rows = new Map();
     cohort.byKey = new Map();
+    cohort.place = new Map();
     cohort.order = [];
     const { rows, truncated, ...counts } = c;
     cohort.counts = counts;
@@ -448,6 +449,7 @@ function putRow(cohort, row) {
   if (earlier.length) cohort.order = cohort.order.filter((id) => id === row.childId || cohort.rows.has(id));
   cohort.rows.set(row.childId, row);
   if (row.current || !cohort.byKey.has(row.rowKey)) cohort.byKey.set(row.rowKey, row);
+  if (!cohort.place.has(row.rowKey)) cohort.place.set(row.rowKey, cohort.place.size);
 }
 
 /** A finished row whose child failed, was aborted or cancelled: redriveCohort may start it again. */
@@ -465,6 +467,7 @@ function ensureCohort(activity) {
     counts: null,
     rows: new Map(),
     byKey: new Map(), // rowKey -> its latest row
+    place: new Map(), // rowKey -> its place in registry order
     order: [],
     filter: "",
     picked: new Set(), // rowKeys ticked for a redrive
@@ -497,13 +500,18 @@ function applyRow(focus, row) {
   putRow(cohort, row);
 }
 
+/**
+ * Rows in registry (forEach) order: the order the cohort's pages gave, rows that
+ * arrived later after them. A redriven row keeps its row key, hence its place.
+ */
 function sortCohort(cohort) {
   cohort.unsorted = false;
   const rows = cohort.rows;
+  const place = (row) => cohort.place.get(row.rowKey);
   cohort.order.sort((a, b) => {
     const ra = rows.get(a);
     const rb = rows.get(b);
-    return ra.spawnedAt < rb.spawnedAt ? -1 : ra.spawnedAt > rb.spawnedAt ? 1 : ra.rowKey.localeCompare(rb.rowKey);
+    return place(ra) - place(rb) || (ra.spawnedAt < rb.spawnedAt ? -1 : ra.spawnedAt > rb.spawnedAt ? 1 : 0);
   });
 }
 
