@@ -3,11 +3,12 @@
 With ``maxActive`` most rows start queued and have no child document, so the
 firing loop cannot take every child id from the rows at spawn. ``feed_started``
 polls the lake for the cohort's live children (the ``instance_children``
-index, partial on ``_type``: parent and ``completedAt``) and queues each one once, in ``forEach``
-order, only when the callers are running short, so the polls cost the lake
-little. ``ActiveSampler`` counts the live children every ~0.5 s from the child
-documents themselves (queued rows have none), which is what ``active <=
-maxActive`` is about.
+index, partial on ``_type``: parent and ``completedAt``) and queues each one
+once, in ``forEach`` order, only when the callers are about to run dry (and at
+most every 50 ms while nothing new started), so the polls cost the lake little;
+the time they took is reported beside the figures. ``ActiveSampler`` counts
+the live children every ~0.5 s from the child documents themselves (queued
+rows have none), which is what ``active <= maxActive`` is about.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def live_filter(parent_id: str) -> dict[str, Any]:
 class FeedReport:
     fed: int = 0
     polls: int = 0
+    poll_seconds: float = 0.0  # wall time the polls took (the bench's own load on the lake)
     stalled: bool = False
 
 
@@ -43,11 +45,13 @@ async def feed_started(lake: AsyncMongoClient[dict[str, Any]], parent_id: str,
     production = lake.kinflow.production
     last_new = time.monotonic()
     while len(seen) < len(order):
-        if children.qsize() >= 2 * callers:
+        if children.qsize() >= callers:
             await asyncio.sleep(0.01)
             continue
         report.polls += 1
+        began = time.perf_counter()
         found = [str(d["_id"]) async for d in production.find(live_filter(parent_id), {"_id": 1})]
+        report.poll_seconds += time.perf_counter() - began
         fresh = sorted((c for c in found if c not in seen and c in order), key=order.__getitem__)
         for child in fresh:
             seen.add(child)
@@ -58,7 +62,7 @@ async def feed_started(lake: AsyncMongoClient[dict[str, Any]], parent_id: str,
             report.stalled = True
             break
         else:
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.05)
     report.fed = len(seen)
     for _ in range(callers):
         children.put_nowait(None)

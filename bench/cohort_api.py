@@ -455,8 +455,8 @@ def print_table(results: list[Result], callers: int, extra: dict[str, str]) -> N
     for r in results:
         if r.feed is not None:
             print(f"window {r.max_active} (N = {r.size:,}): {r.feed.fed} children fed to the "
-                  f"callers after {r.feed.polls} polls of the lake; peak {r.peak_active} live "
-                  f"children over {r.samples} samples")
+                  f"callers after {r.feed.polls} polls of the lake ({r.feed.poll_seconds:.2f} s "
+                  f"in the polls); peak {r.peak_active} live children over {r.samples} samples")
     plain = {r.size: r for r in results if r.max_active is None}
     windowed = {r.size: r for r in results if r.max_active is not None}
     for variant in (plain, windowed):
