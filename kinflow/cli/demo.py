@@ -35,6 +35,12 @@ Open GraphiQL at {url}/graphql and paste these, one at a time:
 
    mutation {{ fireAction(instanceId: "<childId>", activity: "translate", action: "submit") {{
      instance {{ status currentStage }} }} }}
+
+4. Cohort control (a window of 2, a failure budget, outputs, redrive): README's
+   "Cohort control in five steps" drives translation-cohort on article-4:
+
+   mutation {{ startInstance(definition: "translation-cohort", fields: {{subject: "article-4"}}) {{
+     instance {{ id currentStage }} }} }}
 """
 
 

@@ -72,6 +72,11 @@ def test_queued_rows_outcomes_budget_and_a_redrive_of_the_selection(
     shot(page, "51-cohort-failed-row")
 
     # Select the failed row and redrive it: one applied, the row starts again as attempt 2.
+    page.click(f"{COHORT} .pick-all")  # every redrivable row: fr only
+    page.wait_for_selector(f'{COHORT} .redrive-selected:has-text("(1)")')
+    assert page.locator(row("fr", " input.pick")).is_checked()
+    page.click(f"{COHORT} .clear-picked")
+    page.wait_for_selector(f'{COHORT} .redrive-selected[disabled]:has-text("(0)")')
     page.locator(row("fr", " input.pick")).check()
     page.wait_for_selector(f'{COHORT} .redrive-selected:not([disabled]):has-text("(1)")')
     page.click(f"{COHORT} .redrive-selected")

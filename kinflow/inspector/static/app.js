@@ -410,11 +410,14 @@ async function openFocus(id) {
 /** (Re)load every cohort of the focus: the current visit's, else the last that spawned. */
 async function loadCohorts(focus) {
   let found;
+  focus.cohortsLoading = true;
   try {
     found = await fetchCohorts(focus.id, allSpawning(focus.instance.definition));
   } catch (error) {
     showError(error, "cohorts");
     return;
+  } finally {
+    focus.cohortsLoading = false;
   }
   if (state.focus !== focus) return;
   const here = spawningActivities(focus.instance);
@@ -427,6 +430,7 @@ async function loadCohorts(focus) {
     cohort.order = [];
     const { rows, truncated, ...counts } = c;
     cohort.counts = counts;
+    cohort.loaded = true;
     cohort.truncated = truncated;
     for (const row of rows) putRow(cohort, row);
     for (const key of [...cohort.picked]) if (!redrivable(cohort.byKey.get(key))) cohort.picked.delete(key);
@@ -721,6 +725,14 @@ function redriveBar(cohort) {
       title: "redriveCohort: a new attempt for each selected failed or aborted row",
       onclick: () => redriveSelected(cohort),
     }, `Redrive selected (${picked.length})`),
+    h("button.pick-all", {
+      type: "button",
+      title: "select every failed, aborted or cancelled row of this visit",
+      onclick: () => {
+        for (const row of cohort.rows.values()) if (redrivable(row)) cohort.picked.add(row.rowKey);
+        scheduleTree();
+      },
+    }, "select all failed"),
     picked.length ? h("button.clear-picked", { type: "button", onclick: () => { cohort.picked.clear(); scheduleTree(); } }, "clear") : null,
     bulk && bulk.busy ? h("span.dim", "redriving…") : null,
     result
@@ -774,7 +786,10 @@ function renderCohort(cohort) {
     cohort.body = h("div.body");
     cohort.section = h("section.cohort", { dataset: { activity: cohort.activity } }, cohort.header, cohort.bar, cohort.body);
   }
-  const c = cohort.counts || localCounts(cohort);
+  // A live count may arrive while the rows are still being read: show the rows' own
+  // counts until they are in, so counts and rows never disagree on screen.
+  const waiting = !cohort.loaded && state.focus && state.focus.cohortsLoading;
+  const c = cohort.counts && !waiting ? cohort.counts : localCounts(cohort);
   const chip = (name, n) =>
     h(
       `button.chip.status-${name}`,
@@ -810,6 +825,7 @@ function renderCohort(cohort) {
   cohort.list.setItems(items);
   if (items.length) {
     if (cohort.list.el.parentNode !== cohort.body) fill(cohort.body, cohort.list.el);
+    cohort.list.render(); // now, with the counts drawn above, not a frame later
   } else {
     fill(cohort.body, h("p.dim", cohort.filter ? `no ${cohort.filter} children` : "no children yet"));
   }
