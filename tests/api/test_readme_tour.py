@@ -55,7 +55,7 @@ def post(url: str, query: str) -> dict[str, Any]:
 
 
 def test_the_readme_tour(demo_url: str) -> None:
-    start, submit, subscribe, cohort, fire_child, approve = readme_operations()
+    start, submit, subscribe, cohort, fire_child, approve = readme_operations()[:6]
 
     started = post(demo_url, start)["startInstance"]["instance"]
     assert started["currentStage"] == "drafting"
@@ -93,3 +93,42 @@ def test_the_readme_tour(demo_url: str) -> None:
     assert (settled["active"], settled["done"], settled["settled"]) == (0, 3, True)
     published = post(demo_url, approve.replace("<id>", review))["fireAction"]["instance"]
     assert published == {"status": "COMPLETED", "currentStage": "published"}
+
+
+def test_the_cohort_control_tour(demo_url: str) -> None:
+    """README's second tour: translation-cohort on article-4 (six locales, window 2)."""
+    start, look, submit, give_up, redrive, widen, final = readme_operations()[6:13]
+    parent = post(demo_url, start)["startInstance"]["instance"]["id"]
+
+    def cohort() -> dict[str, Any]:
+        found: dict[str, Any] = post(demo_url, look.replace("<id>", parent))["cohort"]
+        return found
+
+    seen = cohort()
+    assert (seen["total"], seen["active"], seen["queued"], seen["maxActive"]) == (6, 2, 4, 2)
+    assert seen["budget"] == {"count": 1, "used": 0, "exceeded": False}
+    first, second = [n["childId"] for n in seen["page"]["nodes"] if n["status"] == "ACTIVE"]
+    done = post(demo_url, submit.replace("<childId>", first))["fireAction"]["instance"]
+    assert done["currentStage"] == "done" and done["fields"]["wordCount"] == 400
+    post(demo_url, give_up.replace("<otherChildId>", second))
+    seen = cohort()
+    assert (seen["active"], seen["queued"], seen["budget"]["used"]) == (2, 2, 1)
+    assert [n["outcome"] for n in seen["page"]["nodes"][:2]] == ["succeeded", "failed"]
+
+    result = post(demo_url, redrive.replace("<id>", parent))["redriveCohort"]
+    assert result == {"matched": 1, "applied": 1, "skipped": 0, "refusals": []}
+    widened = post(demo_url, widen.replace("<id>", parent))["updateCohort"]
+    assert widened == {"active": 4, "queued": 1, "maxActive": 4}
+
+    for _ in range(6):
+        live = [n for n in cohort()["page"]["nodes"] if n["status"] == "ACTIVE"]
+        if not live:
+            break
+        for node in live:
+            post(demo_url, submit.replace("<childId>", node["childId"]))
+    moved = post(demo_url, final.replace("<id>", parent))["instance"]
+    assert moved["currentStage"] == "copy-edit"
+    rows = {r["rowKey"]: r for r in moved["subworkflows"]}
+    assert rows["fr"]["attempt"] == 2 and rows["fr"]["outcome"] == "succeeded"
+    assert sum(r["outputs"]["wordCount"] for r in rows.values() if r["outcome"] == "succeeded") \
+        == 2400
