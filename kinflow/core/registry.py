@@ -24,12 +24,33 @@ from kinflow.core.state import Instance, StageEntry, SubworkflowEntry, parse_ins
 Doc = dict[str, Any]
 
 
+_VIEWS: dict[tuple[int, str | None], tuple[SubworkflowEntry, dict[str, Any]]] = {}
+_VIEWS_KEPT = 65_536
+
+
 def row_view(row: SubworkflowEntry, open_key: str | None) -> dict[str, Any]:
-    """The ``$subworkflows`` object of one stored row (engine-model §5.5).
+    """The ``$subworkflows`` object of one stored row (engine-model §5.5); treat it as
+    read-only.
 
     ``open_key`` is the key of the parent's open stage visit: a row spawned in
-    it is ``current``.
+    it is ``current``. Rows are frozen and shared between a parent's plans, and a
+    plan renders ``$subworkflows`` several times (each condition check, the next
+    evaluation time), so views are kept per row object: a round on a 10,000-row
+    cohort then builds views only for the rows it changed (rendering every row
+    was half of a round's planning, docs/performance.md).
     """
+    key = (id(row), open_key)
+    kept = _VIEWS.get(key)
+    if kept is not None and kept[0] is row:
+        return kept[1]
+    view = _build_view(row, open_key)
+    if len(_VIEWS) >= _VIEWS_KEPT:
+        _VIEWS.clear()  # rebuilt on demand; the kept row keeps its id from being reused
+    _VIEWS[key] = (row, view)
+    return view
+
+
+def _build_view(row: SubworkflowEntry, open_key: str | None) -> dict[str, Any]:
     status, stage = row_state(row)
     return {
         "_id": row.ref.id.split(":", 2)[-1],
