@@ -93,7 +93,13 @@ def condemned(instance: Instance) -> list[SubworkflowEntry]:
 def apply_observations(instance: Instance, ctx: PlanContext,
                        observations: list[Observation]) -> list[tuple[str, str]]:
     """Stamp rows from observations; returns (child id, token) pairs now honoured."""
-    places = {row.child_id: index for index, row in enumerate(instance.subworkflows)}
+    # the rows of the observed children only (a round on a large cohort sees a few),
+    # found by their GDR; every row by its child id if one is not found that way
+    wanted = {ctx.gdr(seen.child_id) for seen in observations}
+    places = {row.ref.id.split(":", 2)[-1]: index
+              for index, row in enumerate(instance.subworkflows) if row.ref.id in wanted}
+    if len(places) < len(wanted):
+        places = {row.child_id: index for index, row in enumerate(instance.subworkflows)}
     honoured: list[tuple[str, str]] = []
     for seen in observations:
         place = places.get(seen.child_id)

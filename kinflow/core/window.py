@@ -92,12 +92,14 @@ def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
     never starts: it is resolved as aborted at once, with no child to drain.
     """
     rows = instance.subworkflows
-    if not any(row.queued for row in rows):
+    waiting = [index for index, row in enumerate(rows) if row.queued and row.resolved is None]
+    if not waiting:
         return 0
     active = active_counts(instance)
     limits: dict[Cohort, int | None] = {}
     started = 0
-    for index, row in enumerate(rows):
+    for index in waiting:
+        row = rows[index]
         if not row.queued or row.resolved is not None:
             continue
         if row.abortPending is not None:
