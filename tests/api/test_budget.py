@@ -9,7 +9,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.api.conftest import data, error_code, gql
-from tests.engine.cohort_defs import items
+from tests.api.test_window import start_cohort
 from tests.engine.outcome_defs import worker
 from tests.engine.test_budget import budgeted
 
@@ -28,16 +28,7 @@ STATE = """query($i: ID!) { instance(id: $i) { currentStage
 
 def budgeted_cohort(client: TestClient, budget: dict[str, Any] | None,
                     token: str | None = None, admin: str | None = None) -> str:
-    definition = budgeted(budget, max_active=2)
-    data(gql(client, "mutation($d: [JSON!]!) { deployDefinitions(definitions: $d) { warnings } }",
-             {"d": [definition, worker()]}, token=admin))  # fmt: skip
-    started = data(gql(client, """mutation($f: JSON) { startInstance(definition: "p",
-        fields: $f) { instance { id } } }""", {"f": items("a", "b", "c", "d", "e")},
-        token=token))  # fmt: skip
-    parent_id: str = started["startInstance"]["instance"]["id"]
-    data(gql(client, """mutation($i: ID!) { fireAction(instanceId: $i, activity: "go",
-        action: "go") { changed } }""", {"i": parent_id}, token=token))  # fmt: skip
-    return parent_id
+    return start_cohort(client, [budgeted(budget, max_active=2), worker()], token, admin)
 
 
 def cohort(client: TestClient, parent_id: str) -> dict[str, Any]:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from starlette.testclient import TestClient
 
@@ -22,8 +24,14 @@ UPDATE = """mutation($p: ID!, $a: String!, $m: Int) {
 
 def windowed_cohort(client: TestClient, token: str | None = None,
                     admin: str | None = None) -> str:
+    return start_cohort(client, [windowed(2), child()], token, admin)
+
+
+def start_cohort(client: TestClient, definitions: list[dict[str, Any]],
+                 token: str | None = None, admin: str | None = None) -> str:
+    """Deploy ``definitions`` (parent ``p``), start it over five items and spawn."""
     data(gql(client, "mutation($d: [JSON!]!) { deployDefinitions(definitions: $d) { warnings } }",
-             {"d": [windowed(2), child()]}, token=admin))  # fmt: skip
+             {"d": definitions}, token=admin))  # fmt: skip
     started = data(gql(client, """mutation($f: JSON) { startInstance(definition: "p",
         fields: $f) { instance { id } } }""", {"f": items("a", "b", "c", "d", "e")},
         token=token))  # fmt: skip

@@ -139,8 +139,9 @@ async def test_a_replay_under_the_same_key_never_redrives_a_row_twice(engine: En
     assert row["_id"] == spawn.attempt_id(first["a"], 3)
 
 
-async def test_an_interrupted_call_is_finished_by_retrying_it_with_its_key(
-        lake: Lake, clock: Clock) -> None:
+async def five_failed_rows(lake: Lake, clock: Clock
+                           ) -> tuple[Engine, list[str], Instance]:
+    """An engine redriving two rows per batch, and a cohort of five failed rows."""
     engine = Engine(lake, clock=clock, limits=replace(Limits(), bulk_batch=2))
     await engine.ensure_ready()
     names = [f"r{i}" for i in range(5)]
@@ -148,6 +149,12 @@ async def test_an_interrupted_call_is_finished_by_retrying_it_with_its_key(
     first = ids(p)
     for name in names:
         await fail(engine, first[name])
+    return engine, names, p
+
+
+async def test_an_interrupted_call_is_finished_by_retrying_it_with_its_key(
+        lake: Lake, clock: Clock) -> None:
+    engine, names, p = await five_failed_rows(lake, clock)
 
     engine.faults.arm("mid-bulk")
     with pytest.raises(InjectedFault):
@@ -187,13 +194,7 @@ async def test_the_heartbeat_forgets_a_cut_call_whose_parent_left_the_stage(
 @pytest.mark.parametrize("key", ["beat", None])
 async def test_an_interrupted_call_is_finished_by_one_heartbeat(
         lake: Lake, clock: Clock, key: str | None) -> None:
-    engine = Engine(lake, clock=clock, limits=replace(Limits(), bulk_batch=2))
-    await engine.ensure_ready()
-    names = [f"r{i}" for i in range(5)]
-    p = await begin(engine, *names)
-    first = ids(p)
-    for name in names:
-        await fail(engine, first[name])
+    engine, names, p = await five_failed_rows(lake, clock)
 
     engine.faults.arm("mid-bulk", times=2)
     with pytest.raises(InjectedFault):
