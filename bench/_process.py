@@ -1,4 +1,4 @@
-"""What the benchmarks that start ``kinflow serve`` share: a free port, the lake's state file, RSS.
+"""What benchmarks that start ``kinflow serve`` share: launching it, a port, lake state, RSS, CPU.
 
 Imported as a sibling (``from _process import ...``) by scripts run as
 ``python bench/x.py``; it imports nothing of kinflow, so a benchmark measures
@@ -13,6 +13,9 @@ import os
 import signal
 import socket
 import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 
@@ -49,6 +52,46 @@ def rss_kib(pid: int) -> int | None:
     except OSError:
         return None
     return None
+
+
+def launch_serve(data_dir: Path, port: int, extra_env: dict[str, str] | None = None
+                 ) -> subprocess.Popen[bytes]:
+    """``kinflow serve`` as a user starts it: default settings but the data directory, the
+    address, 127.0.0.1 and ``extra_env`` (no ``KINFLOW_*`` of the caller's environment leaks
+    in); in a session of its own, so ``stop_group`` stops it with its lake daemon; output to
+    ``serve.log`` in the data directory."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KINFLOW_")}
+    env.update({"KINFLOW_DATA_DIR": str(data_dir), "KINFLOW_HOST": "127.0.0.1",
+                "KINFLOW_PORT": str(port), **(extra_env or {})})
+    kinflow = str(Path(sys.executable).with_name("kinflow"))
+    with (data_dir / "serve.log").open("wb") as log:
+        return subprocess.Popen([kinflow, "serve"], env=env, cwd=data_dir, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_healthy(base: str, process: subprocess.Popen[bytes], seconds: float = 90.0) -> None:
+    """Until ``/healthz`` answers 200; SystemExit if the server exits or never gets there."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"kinflow serve exited with {process.returncode}")
+        with contextlib.suppress(OSError), \
+                urllib.request.urlopen(f"{base}/healthz", timeout=2) as answer:  # fmt: skip
+            if answer.status == 200:
+                return
+        time.sleep(0.25)
+    raise SystemExit("kinflow serve did not become healthy")
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds of a process so far (0 when it is gone)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def stop_group(process: subprocess.Popen[bytes], grace: float = 30.0) -> None:

@@ -70,7 +70,7 @@ from typing import Any
 import bson
 import httpx
 from _cohort_definitions import CHILD, PARENT, windowed_parent
-from _process import free_port, lake_pid, stop_group
+from _process import cpu_seconds, free_port, lake_pid, stop_group
 from _spy_summary import start_recording, stop_recording, summarise
 from _window import ActiveSampler, FeedReport, feed_started
 from bson.timestamp import Timestamp
@@ -194,17 +194,6 @@ class Profiling:
                 print(f"  py-spy {out.name} ({seconds:.1f} s of fires):")
                 print(summarise(out.read_text(), seconds=seconds, rate=100), flush=True)
         self.spies.clear()
-
-
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU seconds of a process so far (0 when it is gone)."""
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def machine_busy_seconds() -> float:
