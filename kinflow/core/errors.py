@@ -294,5 +294,12 @@ class RedriveNotAllowed(KinflowError):
     code = "redrive-not-allowed"
 
 
+class CohortClosed(KinflowError):
+    """A spawn that would add rows to a cohort a ``cancelCohort`` or ``abortCohort`` without
+    a filter closed (``details``: activity, stageEntry, closedBy)."""
+
+    code = "cohort-closed"
+
+
 class InjectedFault(Exception):
     """Raised at an armed fault point (tests simulate crashes with it); never a refusal."""

@@ -40,6 +40,7 @@ from kinflow.core import outcomes
 from kinflow.core.conditions import SNAPSHOT_MAX_SCANNED, Renderer
 from kinflow.core.context import PlanContext
 from kinflow.core.errors import (
+    CohortClosed,
     FanOutLimit,
     SpawnDefinitionUnresolved,
     SpawnDepthExceeded,
@@ -185,6 +186,7 @@ def plan_spawn(instance: Instance, definition: WorkflowDefinition, ctx: PlanCont
     fresh = [(key, value) for key, value in rows if key not in live]
     if not fresh:
         return []
+    refuse_if_closed(instance, activity, entry.key_)
     context = _context_values(renderer, block, activity, ctx)
     taken = {row.child_id for row in instance.subworkflows}
     seeded = len(fresh) > ctx.limits.spawn_txn if ctx.limits.spawn_txn else False
@@ -201,6 +203,16 @@ def plan_spawn(instance: Instance, definition: WorkflowDefinition, ctx: PlanCont
             stage=entry.name, seeded=seeded,
         ))
     return seeds
+
+
+def refuse_if_closed(instance: Instance, activity: str, entry_key: str) -> None:
+    """A closed cohort never grows: a spawn that would add rows to it is refused."""
+    for own in instance.cohorts or []:
+        if (own.activity, own.stageEntry) == (activity, entry_key) and own.closedAt:
+            raise CohortClosed(
+                f"the cohort of activity {activity!r} was closed by {own.closedBy}; "
+                "it takes no more rows", instanceId=instance.id_, activity=activity,
+                stageEntry=entry_key, closedBy=own.closedBy, closedAt=own.closedAt)
 
 
 def _ancestors(parent: Instance, ctx: PlanContext) -> list[dict[str, Any]]:

@@ -19,17 +19,28 @@ indexed hint ``owesBulk``, the last batch forgets it, and the worker runs a
 recorded call again under its key (``finish``), which applies exactly the
 rows still unmarked. Without a caller key the call draws one and records it
 the same way, so its batches stay exactly-once whoever finishes them.
+
+``fireCohort`` (core/bulk_verbs.py) is shaped differently: its rows' children
+are separate instances, so a batch fires each child in the child's own
+commit (a few at once, ``FIRE_CONCURRENCY``), keyed by the derived key in the
+child's ledger, then marks the batch's rows in one commit of the parent. The
+call is recorded on the parent before the first child is fired, so a crash
+among the children's commits leaves it owed too; a retry skips marked rows
+without asking their child, and a child fired but not yet marked replays.
+``abortCohort`` and ``cancelCohort`` end rows in the parent's batch commits,
+like a redrive; the drain (``Driver.cascade``) carries the aborts out.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from typing import TYPE_CHECKING, Any
 
-from kinflow.core import bulk
+from kinflow.core import bulk, bulk_verbs, verbs
 from kinflow.core import redrive as redriving
 from kinflow.core.context import Actor, PlanContext
 from kinflow.core.mutation import Mutation
-from kinflow.core.state import Instance
+from kinflow.core.state import BulkCall, Instance
 from kinflow.engine import ids
 from kinflow.engine.transact import heavy
 from kinflow.errors import KinflowError
@@ -37,6 +48,9 @@ from kinflow.errors import KinflowError
 if TYPE_CHECKING:
     from kinflow.engine.driving import Driver
     from kinflow.engine.transact import Transactor
+
+FIRE_CONCURRENCY = 8
+"""Children of a ``fireCohort`` batch fired at once (each its own commit)."""
 
 
 class BulkRunner:
@@ -94,16 +108,169 @@ class BulkRunner:
         state = await t.load(parent_id, None)
         finished = 0
         for call in list(state.bulkCalls or []):
-            if call.op != redriving.OP:
+            if call.op != redriving.OP and call.op not in bulk_verbs.OPS:
                 continue
-            verb = redriving.Redrive.of_call(call)
             who = Actor(call.actor.kind, call.actor.id, tuple(call.actor.roles)) \
                 if call.actor is not None else actor
             try:
-                await self._run(parent_id, verb, who)
+                await self._again(parent_id, call, who)
             except KinflowError:
-                await t.commit(parent_id, lambda s, c, v=verb: redriving.plan_forget(s, v, c),
-                               verb="redriveCohort", actor=actor)
+                await t.commit(parent_id, lambda s, c, o=call: _forget(s, o, c),
+                               verb=call.op, actor=actor)
                 continue
             finished += 1
         return finished
+
+    async def _again(self, parent_id: str, call: BulkCall, actor: Actor) -> None:
+        if call.op == redriving.OP:
+            await self._run(parent_id, redriving.Redrive.of_call(call), actor)
+        elif call.op == bulk_verbs.FIRE:
+            await self._fire(parent_id, bulk_verbs.CohortCall.of_call(call), actor)
+        else:
+            await self._end(parent_id, bulk_verbs.CohortCall.of_call(call), actor)
+
+    # ---- fireCohort, abortCohort, cancelCohort (core/bulk_verbs.py) ----
+
+    async def fire(self, parent_id: str, activity: str, where: bulk.CohortFilter | None,
+                   child_activity: str, action: str, params: dict[str, Any] | None,
+                   idempotency_key: str | None, actor: Actor) -> bulk.BulkResult:
+        """``fireCohort``: ``action`` of ``child_activity`` on each matching live child."""
+        call = bulk_verbs.CohortCall(bulk_verbs.FIRE, activity, where, *_key(idempotency_key),
+                                     child_activity=child_activity, action=action,
+                                     params=params)
+        return await self._fire(parent_id, call, actor)
+
+    async def end(self, op: str, parent_id: str, activity: str,
+                  where: bulk.CohortFilter | None, reason: str | None,
+                  idempotency_key: str | None, actor: Actor) -> bulk.BulkResult:
+        """``abortCohort`` or ``cancelCohort`` (``op``); without a filter it closes the
+        cohort."""
+        call = bulk_verbs.CohortCall(op, activity, where, *_key(idempotency_key),
+                                     reason=reason)
+        return await self._end(parent_id, call, actor)
+
+    async def _select(self, parent_id: str, call: bulk_verbs.CohortCall, actor: Actor
+                      ) -> list[str]:
+        t = self.transact
+        state = await t.load(parent_id, None)
+
+        def select(ctx: PlanContext) -> list[str]:
+            return bulk_verbs.plan_select(state, call, ctx)
+
+        selected: list[str] = await t.plan(select, actor, None, t.clock(),
+                                           offload=heavy(state))
+        return selected
+
+    async def _fire(self, parent_id: str, call: bulk_verbs.CohortCall, actor: Actor
+                    ) -> bulk.BulkResult:
+        t = self.transact
+        selected = await self._select(parent_id, call, actor)
+        result = bulk.BulkResult(matched=len(selected))
+        groups = list(bulk.batches(selected, t.limits.bulk_batch))
+        self.now.add(parent_id)
+        try:
+            if groups:
+                state = (await t.commit(
+                    parent_id, lambda s, c: bulk_verbs.plan_open(s, call, c),
+                    verb=call.op, actor=actor)).instance
+            for number, keys in enumerate(groups or [[]]):
+                if number:
+                    t.faults.check("mid-bulk")
+                took: list[str] = []
+                if keys:
+
+                    def targets(ctx: PlanContext, keys: list[str] = keys,
+                                state: Instance = state
+                                ) -> tuple[list[bulk_verbs.Target], int]:
+                        return bulk_verbs.fire_targets(state, call, keys, ctx)
+
+                    chosen, skipped = await t.plan(targets, actor, None, t.clock())
+                    result.skipped += skipped
+                    took = await self._fire_children(chosen, call, actor, result)
+                last = number >= len(groups) - 1
+
+                def marks(s: Instance, ctx: PlanContext, took: list[str] = took,
+                          last: bool = last) -> Mutation:
+                    return bulk_verbs.plan_marks(s, call, took, ctx, last=last)
+
+                state = (await t.commit(parent_id, marks, verb=call.op, actor=actor)).instance
+        finally:
+            self.now.discard(parent_id)
+        return result
+
+    async def _fire_children(self, targets: list[bulk_verbs.Target],
+                             call: bulk_verbs.CohortCall, actor: Actor,
+                             result: bulk.BulkResult) -> list[str]:
+        """Fire on each target's child, ``FIRE_CONCURRENCY`` at once; the row keys whose
+        child took the fire (in this call or an earlier one under the same key)."""
+        gate = asyncio.Semaphore(FIRE_CONCURRENCY)
+        took: list[str] = []
+
+        async def one(target: bulk_verbs.Target) -> None:
+            async with gate:
+                verb = verbs.FireAction(call.child_activity or "", call.action or "",
+                                        call.params, bulk.row_key(call.key, target.row_key))
+                try:
+                    mutation = await self.transact.commit(
+                        target.child_id, lambda s, c: verbs.plan_fire_action(s, verb, c),
+                        verb="fireAction", actor=actor)
+                except KinflowError as error:
+                    if bulk_verbs.not_eligible(error):
+                        result.skipped += 1
+                    else:
+                        result.refusals.append(bulk.BulkRefusal(
+                            target.child_id, target.row_key, error.code, str(error)))
+                    return
+                took.append(target.row_key)
+                if mutation.replay:
+                    result.skipped += 1
+                else:
+                    result.applied += 1
+                try:  # the fire is committed: a cascade that stops is the heartbeat's
+                    await self.driver.cascade(mutation, actor)
+                except KinflowError:
+                    pass
+
+        async with asyncio.TaskGroup() as group:
+            for target in targets:
+                group.create_task(one(target))
+        return took
+
+    async def _end(self, parent_id: str, call: bulk_verbs.CohortCall, actor: Actor
+                   ) -> bulk.BulkResult:
+        t = self.transact
+        selected = await self._select(parent_id, call, actor)
+        result = bulk.BulkResult(matched=len(selected))
+        groups = list(bulk.batches(selected, t.limits.bulk_batch)) or [[]]
+        done: set[str] = set()  # a closing first batch ends every queued row at once
+        self.now.add(parent_id)
+        try:
+            for number, group in enumerate(groups):
+                if number:
+                    t.faults.check("mid-bulk")
+
+                keys = [k for k in group if k not in done]
+
+                def batch(s: Instance, ctx: PlanContext, keys: list[str] = keys,
+                          first: bool = number == 0,
+                          last: bool = number == len(groups) - 1) -> Mutation:
+                    return bulk_verbs.plan_end_batch(s, call, keys, ctx, first=first, last=last)
+
+                mutation = await t.commit(parent_id, batch, verb=call.op, actor=actor)
+                result.add(mutation.result.result)
+                done |= mutation.result.applied
+                await self.driver.cascade(mutation, actor)  # drains the condemned rows
+        finally:
+            self.now.discard(parent_id)
+        return result
+
+
+def _key(given: str | None) -> tuple[str, bool]:
+    """The call's key and whether the caller gave it (else one is drawn for it)."""
+    return (given, True) if given is not None else (f"bulk-{ids.random_key()}", False)
+
+
+def _forget(state: Instance, call: BulkCall, ctx: PlanContext) -> Mutation:
+    if call.op == redriving.OP:
+        return redriving.plan_forget(state, redriving.Redrive.of_call(call), ctx)
+    return bulk_verbs.plan_forget(state, bulk_verbs.CohortCall.of_call(call), ctx)

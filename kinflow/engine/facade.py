@@ -18,7 +18,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from kinflow.core import verbs
+from kinflow.core.cancel import CancelInstance, plan_cancel
 from kinflow.core.bulk import BulkResult, CohortFilter
+from kinflow.core.bulk_verbs import ABORT as ABORT_COHORT
 from kinflow.core.context import Actor, Limits
 from kinflow.core.errors import InstanceNotFound
 from kinflow.core.gates import Verdict
@@ -181,6 +183,7 @@ class Engine:
         state = await self.transact.load(instance_id, None)
         await unpark(self.lake, self.dataset, instance_id)  # a tick is "try again now"
         await self.driver.drain_condemned(state, actor)
+        await self.driver.drain_cancels(state, actor)
         return await self._verb(instance_id, "tick", actor, verbs.plan_hop)
 
     async def abort_instance(self, instance_id: str, *, reason: str | None = None,
@@ -195,6 +198,16 @@ class Engine:
         await self.driver.after(instance)
         result.instance = instance
         return result
+
+    async def cancel_instance(self, instance_id: str, *, reason: str | None = None,
+                              idempotency_key: str | None = None,
+                              actor: Actor | None = None) -> OperationResult:
+        """Cancel gracefully (core/cancel.py): CANCELLING, the children asked per their
+        spawn's ``onCancel``, the ``cancelStage`` entered; CANCELLED once that stage
+        finished and every child row settled, aborted past the timeout."""
+        verb = CancelInstance(reason, idempotency_key)
+        return await self._verb(instance_id, "cancelInstance", actor,
+                                lambda s, c: plan_cancel(s, verb, c))
 
     async def set_stage(self, instance_id: str, stage: str, *, reason: str | None = None,
                         idempotency_key: str | None = None,
@@ -222,6 +235,27 @@ class Engine:
         await self.ensure_ready()
         return await self.bulk.redrive(parent_id, activity, where, idempotency_key,
                                        actor or Actor.system())
+
+    async def fire_cohort(self, parent_id: str, activity: str, child_activity: str,
+                          action: str, *, where: CohortFilter | None = None,
+                          params: dict[str, Any] | None = None,
+                          idempotency_key: str | None = None,
+                          actor: Actor | None = None) -> BulkResult:
+        """Fire ``child_activity.action`` on each matching live child of the activity's
+        cohort, once per child under ``<key>:<rowKey>`` (core/bulk_verbs.py)."""
+        await self.ensure_ready()
+        return await self.bulk.fire(parent_id, activity, where, child_activity, action,
+                                    params, idempotency_key, actor or Actor.system())
+
+    async def abort_cohort(self, parent_id: str, activity: str, *,
+                           where: CohortFilter | None = None, reason: str | None = None,
+                           idempotency_key: str | None = None,
+                           actor: Actor | None = None) -> BulkResult:
+        """Abort each matching child of the activity's cohort; without ``where`` it also
+        closes the cohort (core/bulk_verbs.py)."""
+        await self.ensure_ready()
+        return await self.bulk.end(ABORT_COHORT, parent_id, activity, where, reason,
+                                   idempotency_key, actor or Actor.system())
 
     async def reset_activity(self, instance_id: str, activity: str, *, to: str = "active",
                              idempotency_key: str | None = None,
@@ -297,13 +331,16 @@ class Engine:
         return await self.bulk.finish(parent_id, actor or Actor.system())
 
     async def repair(self, instance_id: str, *, actor: Actor | None = None) -> Instance:
-        """Finish what a crash left owed on one instance: drain owed aborts, propagate.
+        """Finish what a crash left owed on one instance: drain owed aborts, make owed
+        cancel requests, propagate.
 
         The heartbeat calls this for terminal instances (an aborted parent whose
         drain was interrupted); in-flight ones are repaired by ``tick``.
         """
+        actor = actor or Actor.system()
         instance = await self.transact.load(instance_id, None)
-        instance = await self.driver.drain_condemned(instance, actor or Actor.system())
+        instance = await self.driver.drain_condemned(instance, actor)
+        instance = await self.driver.drain_cancels(instance, actor)
         await self.driver.after(instance)
         return instance
 
