@@ -3,14 +3,17 @@
 Thin: the selection and the counts are ``kinflow.core.bulk``'s; this module
 only converts between them and the contract's GraphQL shapes
 (COHORT-CONTROL.md, "GraphQL additions"). ``Cohort.page(where:)`` reads the
-same input.
+same input, and ``Cohort.closed`` reads ``cohort_closed``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import strawberry
 
 from kinflow.core import bulk
+from kinflow.core.registry import Row
 from kinflow.schema.instance_parts import ChildStatus
 
 
@@ -55,3 +58,15 @@ class BulkResult:
                    refusals=[BulkRefusal(child_id=strawberry.ID(r.child_id), row_key=r.row_key,
                                          code=r.code, message=r.message)
                              for r in result.refusals])
+
+
+def cohort_closed(parent: dict[str, Any] | None, activity: str, last: Row | None) -> bool:
+    """Whether a cancel or abort without a filter closed the cohort ``last`` belongs to
+    (else the parent's latest visit): its setting on the parent has ``closedAt``."""
+    if parent is None:
+        return False
+    entries = parent.get("stages") or []
+    visit = last.stage_entry if last is not None else (
+        entries[-1].get("_key") if entries else None)
+    return any((s.get("activity"), s.get("stageEntry")) == (activity, visit)
+               and s.get("closedAt") for s in parent.get("cohorts") or [])

@@ -183,6 +183,45 @@ class Mutation:
             where=where.to_core() if where is not None else None,
             idempotency_key=idempotency_key, actor=actor))
 
+    @strawberry.mutation(description="Fire childActivity.action on each matching live child "
+                         "of the cohort, once per child under <key>:<rowKey>; a child that "
+                         "refuses is listed in refusals. Retried with the same key, it applies "
+                         "nothing twice.")
+    async def fire_cohort(
+        self,
+        info: KInfo,
+        parent_id: strawberry.ID,
+        activity: str,
+        child_activity: str,
+        action: str,
+        where: CohortFilter | None = None,
+        params: JSON | None = None,
+        idempotency_key: str | None = None,
+    ) -> BulkResult:
+        actor = info.context.require("operator", "fireCohort")
+        return BulkResult.of(await info.context.engine.fire_cohort(
+            check_document_id(parent_id), activity, child_activity, action,
+            where=where.to_core() if where is not None else None,
+            params=_object(params, "params"), idempotency_key=idempotency_key, actor=actor))
+
+    @strawberry.mutation(description="Abort each matching child of the cohort and skip its "
+                         "matching queued rows; without where it also closes the cohort (a "
+                         "later spawn into it is refused with cohort-closed).")
+    async def abort_cohort(
+        self,
+        info: KInfo,
+        parent_id: strawberry.ID,
+        activity: str,
+        where: CohortFilter | None = None,
+        reason: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> BulkResult:
+        actor = info.context.require("operator", "abortCohort")
+        return BulkResult.of(await info.context.engine.abort_cohort(
+            check_document_id(parent_id), activity,
+            where=where.to_core() if where is not None else None, reason=reason,
+            idempotency_key=idempotency_key, actor=actor))
+
     @strawberry.mutation
     async def tick(self, info: KInfo, instance_id: strawberry.ID) -> OperationResult:
         actor = info.context.require("operator", "tick")

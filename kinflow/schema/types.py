@@ -22,7 +22,7 @@ from kinflow.core.registry import CohortCounts, Row, count, registry_rows, selec
 from kinflow.core.state import parse_instance
 from kinflow.gdr import document_id, format_gdr
 from kinflow.schema.budget import FailureBudget, cohort_budget
-from kinflow.schema.bulk import CohortFilter
+from kinflow.schema.bulk import CohortFilter, cohort_closed
 from kinflow.schema.cohort_page import CohortSource, RowsPage, counts_of, page_of_rows
 from kinflow.schema.context import KInfo
 from kinflow.schema.definition_types import DeployedDefinition, DeployResult, WorkflowDefinition
@@ -226,6 +226,13 @@ class Cohort:
     @strawberry.field(description="Rows CANCELLED (a cancellation skipped or ended them).")
     def cancelled(self) -> int:
         return self.counts.cancelled
+
+    @strawberry.field(description="A cancelCohort or abortCohort without a filter closed "
+                      "the cohort: its queued rows were skipped and a spawn that would add "
+                      "rows to it is refused (cohort-closed).")
+    async def closed(self, info: KInfo) -> bool:
+        parent = await info.context.loaders.instance(str(self.parent_id))
+        return cohort_closed(parent, self.activity, self.selected[-1] if self.selected else None)
 
     @strawberry.field(description="Every row of the cohort; prefer page on large cohorts.")
     async def rows(self) -> list[Subworkflow]:

@@ -38,6 +38,9 @@ MUTATIONS: dict[str, str] = {
     "tick": "tick(instanceId: \"i\") { changed }",
     "updateCohort": "updateCohort(parentId: \"i\", activity: \"a\", maxActive: 2) { total }",
     "redriveCohort": "redriveCohort(parentId: \"i\", activity: \"a\") { applied }",
+    "fireCohort": "fireCohort(parentId: \"i\", activity: \"a\", childActivity: \"c\", "
+                  "action: \"b\") { applied }",
+    "abortCohort": "abortCohort(parentId: \"i\", activity: \"a\") { applied }",
     "setStage": "setStage(instanceId: \"i\", stage: \"s\") { changed }",
     "resetActivity": "resetActivity(instanceId: \"i\", activity: \"a\") { changed }",
     "putDocument": "putDocument(document: {_id: \"evil\", _type: \"article\"})",
