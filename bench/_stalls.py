@@ -130,15 +130,16 @@ class StallWatch:
                 await self._dump(now, late)
 
     async def _dump(self, now: float, late: list[tuple[int, str, float]]) -> None:
-        """One dump of each process, named by its moment; the overdue operations (even those
-        that end while py-spy runs) name the files in their timeline entries."""
+        """One dump of each process, named by its moment. Every operation in flight then
+        names the files in its timeline entry should it turn out a stall (those just under
+        the threshold are usually waiting on the same thing; the throttle would skip them)."""
         assert self.spy is not None and self.dump_dir is not None
         self.dump_dir.mkdir(parents=True, exist_ok=True)
         at = now - self.began
         names = [(pid, f"{at:08.2f}s-{who}.txt")
                  for who, pid in self.pids().items() if pid is not None]  # fmt: skip
         files = [name for _, name in names]
-        for token, _, _ in late:
+        for token in self._in_flight:
             self._caught.setdefault(token, []).extend(files)
         self.dumps.append(Dump(at, [(op, ms) for _, op, ms in late], files))
         await asyncio.gather(*(self._dump_one(pid, self.dump_dir / name)

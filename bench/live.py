@@ -403,7 +403,7 @@ async def load(args: argparse.Namespace, base: str, data_dir: Path, api_pid: int
 
 
 def mib(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
+    return "-" if value is None else f"{value:.1f} MiB"
 
 
 def report(result: dict[str, Any], shown_stalls: int = 40) -> None:
@@ -423,9 +423,9 @@ def report(result: dict[str, Any], shown_stalls: int = 40) -> None:
           f"p50 {d['p50_ms']:.0f} ms, p99 {d['p99_ms']:.0f} ms, max {d['max_ms']:.0f} ms; "
           f"kinds {d['kinds'] or '-'}, errors {d['errors'] or '-'}")
     for who, m in result["memory"].items():
-        print(f"memory {who}: start {mib(m['start_mib'])} MiB, minute 10 "
-              f"{mib(m['minute_10_mib'])} MiB, end {mib(m['end_mib'])} MiB, max "
-              f"{mib(m['max_mib'])} MiB; CPU {100 * m['cpu_share']:.0f}% of a core")
+        print(f"memory {who}: start {mib(m['start_mib'])}, minute 10 "
+              f"{mib(m['minute_10_mib'])}, end {mib(m['end_mib'])}, max "
+              f"{mib(m['max_mib'])}; CPU {100 * m['cpu_share']:.0f}% of a core")
     stalls = result["stalls"]
     if s["stall_ms"] is None:
         return
