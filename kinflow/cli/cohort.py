@@ -1,13 +1,17 @@
-"""``kinflow cohort PARENT ACTIVITY [--status S] [--redrive]``: a cohort's counts and a
-page of its rows, optionally after redriving its failed, aborted or cancelled rows.
+"""``kinflow cohort PARENT ACTIVITY [--status S] [--fire ACT/ACTION [--params JSON] |
+--abort | --redrive]``: a cohort's counts and a page of its rows, optionally after a bulk
+verb on the rows ``--status`` selects (all rows without it).
 
 On the lake directly it reads what the ``cohort`` query reads (the parent's
-summary and only the chunks of the page, schema/cohort_page.py); with
-``--url`` it sends that query (and ``redriveCohort``, operator role).
+summary and only the chunks of the page, schema/cohort_page.py) and runs the
+verb on the engine; with ``--url`` it sends that query and the verb's
+mutation (``fireCohort``, ``abortCohort``, ``redriveCohort``: operator role).
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
 import typer
@@ -29,8 +33,8 @@ QUERY = """query($p: ID!, $a: String!, $first: Int, $w: CohortFilter) {
     total active queued done aborted failed cancelled
     page(first: $first, where: $w) { totalCount pageInfo { hasNextPage }
       nodes { rowKey status outcome outputs outputsError childId attempt } } } }"""
-REDRIVE = """mutation($p: ID!, $a: String!, $w: CohortFilter) {
-  redriveCohort(parentId: $p, activity: $a, where: $w) {
+BULK = """mutation($p: ID!, $a: String!, $w: CohortFilter%s) {
+  %s(parentId: $p, activity: $a, where: $w%s) {
     matched applied skipped refusals { childId rowKey code message } } }"""
 COUNTS = ("total", "active", "queued", "done", "aborted", "failed", "cancelled")
 
@@ -104,17 +108,80 @@ async def cohort_on(backend: Backend, parent_id: str, activity: str, first: int,
     return await _local_cohort(backend, parent_id, activity, first, where)
 
 
-async def redrive_on(backend: Backend, parent_id: str, activity: str,
-                     statuses: list[ChildStatus] | None) -> dict[str, Any]:
-    """``redriveCohort``'s BulkResult (matched, applied, skipped, refusals)."""
+@dataclass(frozen=True, slots=True)
+class BulkVerb:
+    """The bulk verb a ``kinflow cohort`` call runs before printing: its mutation's name
+    and, for ``--fire``, the child's activity, action and params."""
+
+    op: str  # redriveCohort | fireCohort | abortCohort
+    child_activity: str | None = None
+    action: str | None = None
+    params: dict[str, Any] | None = None
+
+    @property
+    def label(self) -> str:
+        return {"redriveCohort": "redrive", "fireCohort": "fire",
+                "abortCohort": "abort"}[self.op]
+
+
+def parse_verb(fire: str | None, params: str | None, abort: bool, redrive: bool
+               ) -> BulkVerb | None:
+    """The verb the options ask for (at most one); ``invalid-input`` otherwise."""
+    chosen = [name for name, on in (("--fire", fire is not None), ("--abort", abort),
+                                    ("--redrive", redrive)) if on]
+    if len(chosen) > 1:
+        raise InvalidInput(f"{' and '.join(chosen)} cannot be combined; give one",
+                           argument=chosen[1])
+    if params is not None and fire is None:
+        raise InvalidInput("--params goes with --fire", argument="--params")
+    if redrive:
+        return BulkVerb("redriveCohort")
+    if abort:
+        return BulkVerb("abortCohort")
+    if fire is None:
+        return None
+    activity, _, action = fire.partition("/")
+    if not activity.strip() or not action.strip():
+        raise InvalidInput(f"--fire {fire!r} is not ACTIVITY/ACTION", argument="--fire",
+                           value=fire)
+    parsed: Any = None
+    if params is not None:
+        try:
+            parsed = json.loads(params)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"--params is not JSON: {exc.msg}", argument="--params") from None
+        if not isinstance(parsed, dict):
+            raise InvalidInput("--params must be a JSON object", argument="--params")
+    return BulkVerb("fireCohort", activity.strip(), action.strip(), parsed)
+
+
+async def bulk_on(backend: Backend, verb: BulkVerb, parent_id: str, activity: str,
+                  statuses: list[ChildStatus] | None) -> dict[str, Any]:
+    """The verb's BulkResult (matched, applied, skipped, refusals) on the rows of
+    ``statuses`` (every row without them)."""
     if isinstance(backend, RemoteBackend):
-        variables = {"p": parent_id, "a": activity,
-                     "w": {"status": [s.name for s in statuses]} if statuses else None}
-        return dict((await backend.call(REDRIVE, variables))["redriveCohort"])
+        variables: dict[str, Any] = {
+            "p": parent_id, "a": activity,
+            "w": {"status": [s.name for s in statuses]} if statuses else None}
+        extra = ("", "")
+        if verb.op == "fireCohort":
+            extra = (", $c: String!, $x: String!, $params: JSON",
+                     ", childActivity: $c, action: $x, params: $params")
+            variables.update(c=verb.child_activity, x=verb.action, params=verb.params)
+        mutation = BULK % (extra[0], verb.op, extra[1])
+        return dict((await backend.call(mutation, variables))[verb.op])
     assert isinstance(backend, LocalBackend)
     where = CohortFilter(status=statuses).to_core() if statuses else None
-    result = await backend.engine.redrive_cohort(parent_id, activity, where=where,
-                                                 actor=CLI_ACTOR)
+    engine = backend.engine
+    if verb.op == "fireCohort":
+        result = await engine.fire_cohort(parent_id, activity, verb.child_activity or "",
+                                          verb.action or "", where=where, params=verb.params,
+                                          actor=CLI_ACTOR)
+    elif verb.op == "abortCohort":
+        result = await engine.abort_cohort(parent_id, activity, where=where, actor=CLI_ACTOR)
+    else:
+        result = await engine.redrive_cohort(parent_id, activity, where=where,
+                                             actor=CLI_ACTOR)
     return {"matched": result.matched, "applied": result.applied, "skipped": result.skipped,
             "refusals": [{"childId": r.child_id, "rowKey": r.row_key, "code": r.code,
                           "message": r.message} for r in result.refusals]}
@@ -146,8 +213,8 @@ def print_cohort(found: dict[str, Any], parent_id: str, activity: str) -> None:
                   highlight=False)
 
 
-def print_bulk(result: dict[str, Any]) -> None:
-    out.print(f"redrive: matched {result['matched']}  applied {result['applied']}  "
+def print_bulk(label: str, result: dict[str, Any]) -> None:
+    out.print(f"{label}: matched {result['matched']}  applied {result['applied']}  "
               f"skipped {result['skipped']}  refused {len(result['refusals'])}",
               highlight=False)
     for refusal in result["refusals"]:
@@ -160,7 +227,15 @@ def cohort(
     activity: str = typer.Argument(..., help="The spawning activity."),
     status: list[str] = typer.Option([], "--status", metavar="S",
                                      help="Only rows with this status (queued, active, done, "
-                                          "aborted); repeat for several."),
+                                          "aborted, cancelled); repeat for several."),
+    fire: str | None = typer.Option(None, "--fire", metavar="ACT/ACTION",
+                                    help="Fire this action on each matching live child "
+                                         "first, and print what it did."),
+    params: str | None = typer.Option(None, "--params", metavar="JSON",
+                                      help="The fired action's params, a JSON object."),
+    abort: bool = typer.Option(False, "--abort",
+                               help="Abort the matching children first (without --status "
+                                    "this closes the cohort), and print what it did."),
     redrive: bool = typer.Option(False, "--redrive",
                                  help="Redrive the matching failed, aborted or cancelled "
                                       "rows first, and print what it did."),
@@ -168,17 +243,18 @@ def cohort(
     url: str | None = typer.Option(None, "--url", envvar="KINFLOW_URL",
                                    help="Talk to a running server instead of the lake."),
     token: str | None = typer.Option(None, "--token", envvar="KINFLOW_TOKEN",
-                                     help="API token for --url (an operator's for --redrive)."),
+                                     help="API token for --url (an operator's for a verb)."),
 ) -> None:
     """A cohort's counts and rows (rowKey, status, outcome, outputs, child)."""
     statuses = run_sync_parse(lambda: parse_statuses(status))
+    verb = run_sync_parse(lambda: parse_verb(fire, params, abort, redrive))
 
     async def work() -> tuple[dict[str, Any] | None, dict[str, Any]]:
         async with open_backend(url, token) as backend:
-            bulk = await redrive_on(backend, parent, activity, statuses) if redrive else None
+            bulk = await bulk_on(backend, verb, parent, activity, statuses) if verb else None
             return bulk, await cohort_on(backend, parent, activity, first, statuses)
 
     bulk, found = run(work)
-    if bulk is not None:
-        print_bulk(bulk)
+    if bulk is not None and verb is not None:
+        print_bulk(verb.label, bulk)
     print_cohort(found, parent, activity)

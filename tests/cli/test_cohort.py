@@ -1,4 +1,5 @@
-"""``kinflow cohort PARENT ACTIVITY [--status S] [--redrive]`` on the lake (issue 15)."""
+"""``kinflow cohort PARENT ACTIVITY [--status S] [--fire ACT/ACTION | --abort | --redrive]`` on
+the lake and through a server (issues 15 and 16)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.engine.bulk_defs import cohort_parent, nudgeable, records
 from tests.engine.outcome_defs import worker
 from tests.engine.test_window import windowed
 
@@ -93,3 +95,57 @@ def test_cohort_through_a_server(server: str, tmp_path: Path) -> None:  # noqa: 
     assert set(rows_of(output)) == {"r2", "r3"}
     status, output = invoke("cohort", parent, "translate", "--redrive", *remote)
     assert status == 0 and "redrive: matched 4  applied 0  skipped 4" in output, output
+
+
+def bulk_cohort(*options: str, tmp_path: Path, names: tuple[str, ...]) -> str:
+    """Deploy the bulk tests' parent and child, start a parent over ``names`` and spawn."""
+    definitions = tmp_path / "bulk.json"
+    definitions.write_text(json.dumps([cohort_parent(max_active=3), nudgeable()]))
+    admin = [o.replace("ops-token", "admin-token") for o in options]
+    assert invoke("deploy", str(definitions), *admin)[0] == 0
+    status, output = invoke("start", "p", "--field",
+                            f"items={json.dumps(records(*names)['items'])}", *options)
+    assert status == 0, output
+    parent = instance_id(output)
+    assert invoke("fire", parent, "go", "go", *options)[0] == 0
+    return parent
+
+
+def test_cohort_fires_and_aborts_across_a_cohort(cli_env: str, tmp_path: Path) -> None:
+    parent = bulk_cohort(tmp_path=tmp_path, names=("r0", "r1", "r2", "r3"))
+    status, output = invoke("cohort", parent, "translate", "--status", "active",
+                            "--fire", "task/nudge")
+    assert status == 0, output
+    assert "fire: matched 3  applied 3  skipped 0  refused 0" in output, output
+    status, output = invoke("cohort", parent, "translate", "--fire", "task/finish",
+                            "--params", "{}", "--status", "active")
+    assert status == 0 and "fire: matched 3  applied 3" in output, output
+    assert "total 4  active 1  queued 0  done 3" in output, output  # r3 left the window
+    assert set(rows_of(output)) == {"r3"}  # the page shows the rows --status selects
+
+    status, output = invoke("cohort", parent, "translate", "--abort")
+    assert status == 0, output
+    assert "abort: matched 4  applied 1  skipped 3  refused 0" in output, output
+    assert rows_of(output)["r3"][0] == "ABORTED"
+    refused(["fire", parent, "translate", "top-up"], "cohort-closed")
+
+
+def test_cohort_refuses_a_bad_verb_before_anything(cli_env: str) -> None:
+    assert "--abort" in refused(["cohort", "instance.x", "translate", "--redrive", "--abort"],
+                                "invalid-input")
+    refused(["cohort", "instance.x", "translate", "--fire", "nudge"], "invalid-input")
+    refused(["cohort", "instance.x", "translate", "--fire", "task/nudge", "--params", "[1]"],
+            "invalid-input")
+    refused(["cohort", "instance.x", "translate", "--params", "{}"], "invalid-input")
+
+
+def test_cohort_verbs_through_a_server(server: str, tmp_path: Path) -> None:  # noqa: F811
+    remote = ["--url", server, "--token", "ops-token-for-tests"]
+    parent = bulk_cohort(*remote, tmp_path=tmp_path, names=("r0", "locked", "r2"))
+    status, output = invoke("cohort", parent, "translate", "--fire", "task/nudge", *remote)
+    assert status == 0, output
+    assert "fire: matched 3  applied 2  skipped 0  refused 1" in output, output
+    assert "locked" in output and "action-disabled" in output
+    status, output = invoke("cohort", parent, "translate", "--abort", "--status", "active",
+                            *remote)
+    assert status == 0 and "abort: matched 3  applied 3" in output, output
