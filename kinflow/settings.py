@@ -164,6 +164,11 @@ class Settings(BaseSettings):
         description="Largest outputs a finished child copies onto its parent's registry row, "
         "as JSON bytes; larger ones leave outputs null and outputsError output-too-large.",
     )
+    cancel_timeout: int = Field(
+        default=3600, ge=1,
+        description="Seconds a graceful cancellation (cancelInstance) may take before the "
+        "instance is aborted instead, unless its definition sets cancelTimeoutSeconds.",
+    )
     bulk_batch_rows: int = Field(
         default=64, ge=1, le=256,
         description="Rows one commit of a bulk cohort verb (redriveCohort) applies; a call "

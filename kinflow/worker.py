@@ -7,6 +7,9 @@ is owed after it (docs/subworkflows.md), each behind an index:
   (a commit that moved, a child created primed whose first hop was not run);
 * ``propagateTo``: a child changed and its parent's row is not stamped yet;
 * ``owesAborts``: rows are condemned and the aborts not carried out;
+* ``owesCancels``: a cancellation (or ``onExit: cancel``, ``cancel-rest``) owes
+  children cancel requests not made yet; a cancellation's timeout is a
+  ``nextEvaluationAt`` like a time gate's;
 * ``materialising``: a large spawn registered rows whose children are not all
   created yet;
 * ``owesBulk``: a bulk cohort verb (``redriveCohort``) committed some of its
@@ -180,6 +183,9 @@ class Worker:
              self._bulk_owed, lambda i: self.engine.finish_bulk(i, actor=self.actor)),
             ("drain", lambda seen: self._ids({"owesAborts": True}, seen),
              lambda i: self._owed(i, {"owesAborts": True}),
+             lambda i: self.engine.repair(i, actor=self.actor)),
+            ("cancel", lambda seen: self._ids({"owesCancels": True}, seen),
+             lambda i: self._owed(i, {"owesCancels": True}),
              lambda i: self.engine.repair(i, actor=self.actor)),
             ("propagate", lambda seen: self._parents(stale, seen),
              lambda i: self._owed_parent(i, stale), self.engine.propagate_to),

@@ -15,7 +15,9 @@ stamps the crossing row also acts, once per cohort (``budgetExceededAt``):
   ``failure-budget-exceeded``;
 * live children are condemned under ``abort-rest`` (the drain aborts them,
   crash-safe: the condemnation is in this commit, ``owesAborts`` tells the
-  heartbeat) and left running under ``continue``;
+  heartbeat), asked to cancel gracefully under ``cancel-rest`` (their rows owe a
+  cancel request, ``owesCancels``: core/cancellation.py) and left running under
+  ``continue``;
 * the spawning activity turns ``failed`` while its visit is open, so the
   hop that follows sees ``$anyActivityFailed``;
 * the parent's history records ``cohortFailed``.
@@ -32,7 +34,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kinflow.core import outcomes
+from kinflow.core import cancellation, outcomes
 from kinflow.core.context import PlanContext
 from kinflow.core.history import record
 from kinflow.core.ops import set_activity_status
@@ -53,6 +55,7 @@ Cohort = tuple[str, str]  # (activity, stage entry key), as core/window.py
 REASON = "failure-budget-exceeded"
 """``abortReason`` of the rows the budget skipped or condemned."""
 ABORT_REST = "abort-rest"
+CANCEL_REST = "cancel-rest"
 CONTINUE = "continue"
 
 
@@ -203,7 +206,8 @@ def _actionable(instance: Instance, cohort: Cohort, rows: list[SubworkflowEntry]
     aborted already condemned all, and those aborts are no budget's doing)."""
     if _open_visit(instance, cohort):
         return True
-    return any(row.resolved is None and row.abortPending is None for row in rows)
+    return any(row.resolved is None and row.abortPending is None and row.cancelPending is None
+               for row in rows)
 
 
 def _open_visit(instance: Instance, cohort: Cohort) -> bool:
@@ -228,6 +232,11 @@ def act(instance: Instance, ctx: PlanContext, cohort: Cohort, places: list[int],
             replace_row(instance, index, abortReason=REASON, abortPending=AbortPending(
                 at=ctx.now_iso, reason=f'the failure budget of activity "{row.activity}" '
                 f"was exceeded (onBudgetExceeded: {policy})"))
+        elif policy == CANCEL_REST and row.abortPending is None and row.cancelPending is None:
+            cancellation.request_row(instance, ctx, index, (
+                f'the failure budget of activity "{row.activity}" was exceeded '
+                f"(onBudgetExceeded: {policy})"))
+            replace_row(instance, index, abortReason=REASON)
     if _open_visit(instance, cohort):
         entry = instance.open_entry()
         state = entry.activity(cohort[0]) if entry is not None else None

@@ -140,8 +140,8 @@ def hop(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
         spawner: Spawner = no_spawner) -> Hop:
     """One cascade hop: triggers to a fixpoint, then at most one stage move."""
     result = Hop()
-    if instance.terminal:
-        return result
+    if instance.terminal or (instance.cancelling and instance.open_entry() is None):
+        return result  # a cancellation without a cancel stage left its stage: nothing runs
     run_triggers(instance, definition, ctx, spawner, result)
     if result.waited:
         return result

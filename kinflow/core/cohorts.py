@@ -33,6 +33,8 @@ from kinflow.core.rows import replace_row
 from kinflow.core.state import Instance, ObservedChild, ResolvedRow, SubworkflowEntry
 
 MISSING = "missing"
+FINISHED = frozenset({"done", "aborted", "cancelled"})
+"""Row statuses of a finished child."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,7 @@ class Observation:
     completed_at: str | None = None
     token: str | None = None  # the child's pending-propagation token this clears
     finished: Finished | None = None  # outcome and outputs, once the child finished
+    cancelling: bool = False  # the live child is CANCELLING (its row stays active)
 
     @classmethod
     def of(cls, document: dict[str, object]) -> Observation:
@@ -54,7 +57,8 @@ class Observation:
         token = document.get("propagateToken")
         return cls(str(document["_id"]), status, stage if isinstance(stage, str) else None,
                    completed if isinstance(completed, str) else None,
-                   token if isinstance(token, str) else None, Finished.of(document))
+                   token if isinstance(token, str) else None, Finished.of(document),
+                   readmodel.cancelling(document))
 
     @classmethod
     def missing(cls, child_id: str) -> Observation:
@@ -62,7 +66,7 @@ class Observation:
 
 
 OBSERVATION_FIELDS = {"_id": 1, "currentStage": 1, "completedAt": 1, "abortedAt": 1,
-                      "propagateToken": 1, "result": 1}
+                      "propagateToken": 1, "result": 1, "cancellingAt": 1, "cancelledAt": 1}
 
 
 def rows_by_child(instance: Instance) -> dict[str, SubworkflowEntry]:
@@ -81,7 +85,7 @@ def expected_live(instance: Instance, seen: list[Observation]) -> list[str]:
     """Ids of the children that should be active now: those of ``live_rows`` but the
     ones ``seen`` just finishing. Fewer active children in the lake than these means
     a child document is missing (the shell then looks for which)."""
-    finishing = {o.child_id for o in seen if o.status in ("done", "aborted")}
+    finishing = {o.child_id for o in seen if o.status in FINISHED}
     return [r.child_id for r in live_rows(instance) if r.child_id not in finishing]
 
 
@@ -120,19 +124,23 @@ def apply_observations(instance: Instance, ctx: PlanContext,
             record(instance, ctx, "subworkflowResolved", activity=row.activity,
                    instanceRef=row.ref.to_json(), status="aborted", detail="child-missing")
             continue
-        observed = ObservedChild(status=seen.status, stage=seen.stage, at=ctx.now_iso)
-        if seen.status not in ("done", "aborted"):
+        observed = ObservedChild(status=seen.status, stage=seen.stage, at=ctx.now_iso,
+                                 cancelling=True if seen.cancelling else None)
+        if seen.status not in FINISHED:
             replace_row(instance, place, observed=observed)
         else:
-            finished = seen.finished or Finished(
-                outcomes.ABORTED if seen.status == "aborted" else outcomes.SUCCEEDED)
+            finished = seen.finished or Finished(_FALLBACK.get(seen.status, outcomes.SUCCEEDED))
             replace_row(instance, place, observed=observed, resolved=ResolvedRow(
                 at=seen.completed_at or ctx.now_iso, stage=seen.stage,
-                aborted=True if seen.status == "aborted" else None),
+                aborted=True if seen.status == "aborted" else None,
+                cancelled=True if seen.status == "cancelled" else None),
                 **finished.row_changes(limit))
             record(instance, ctx, "subworkflowResolved", activity=row.activity,
                    instanceRef=row.ref.to_json(), status=seen.status)
     return honoured
+
+
+_FALLBACK = {"aborted": outcomes.ABORTED, "cancelled": outcomes.CANCELLED}
 
 
 def _orphan(instance: Instance, ctx: PlanContext, child_id: str) -> None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kinflow.core import budget as failure_budget
-from kinflow.core import cohort_index, readmodel, spawn, window
+from kinflow.core import cancellation, cohort_index, readmodel, spawn, window
 from kinflow.core import effects as fx
 from kinflow.core.actions import Spawner
 from kinflow.core.cascade import hop, next_evaluation_at
@@ -176,6 +176,9 @@ class Commit:
     def finish(self, *, replay: bool = False, insert: bool = False, result: Any = None,
                clears: list[tuple[str, str]] | None = None) -> Mutation:
         m = self.m
+        # a cancelling instance whose cancel stage finished and whose rows all settled
+        # is CANCELLED by whichever commit sees it (core/cancellation.py)
+        cancellation.conclude(m, self.definition, self.ctx)
         # a budget exceeded in this commit acts first (its queued rows never start), and
         # a hop is owed when it failed the activity after this commit's hop ran
         owes_hop = failure_budget.enforce(self.m, self.definition, self.ctx)
@@ -202,7 +205,8 @@ class Commit:
         if len(self.creates) > self.ctx.limits.spawn_txn:
             m.materialising = True
         if m.parent_id is not None and (
-                insert or readmodel.observable(self.before) != m.observable):
+                insert or readmodel.observable(self.before) != m.observable
+                or readmodel.cancelling(self.before) != m.cancelling):
             m.propagateTo = m.parent_id  # the parent's row for this child is owed a stamp
             m.propagateToken = self.ctx.new_key()
         dirty = changed or any(self.before.get(k) != after_value
@@ -226,14 +230,15 @@ class Commit:
 
 _DERIVED = ("lastChangedAt", "nextEvaluationAt", "watch", "_rev", "_createdAt", "_updatedAt",
             "propagateTo", "propagateToken", "owesAborts", "effectsDueAt", "materialising",
-            "rowCount")
+            "rowCount", "owesCancels")
 
 
 def _hints(m: Instance) -> dict[str, Any]:
     return {"nextEvaluationAt": m.nextEvaluationAt, "watch": m.watch or [],
             "propagateTo": m.propagateTo, "propagateToken": m.propagateToken,
             "owesAborts": m.owesAborts, "effectsDueAt": m.effectsDueAt,
-            "materialising": m.materialising, "rowCount": m.rowCount}
+            "materialising": m.materialising, "rowCount": m.rowCount,
+            "owesCancels": m.owesCancels}
 
 
 def _state_differs(before: dict[str, Any], after: dict[str, Any]) -> bool:
@@ -245,9 +250,15 @@ def _state_differs(before: dict[str, Any], after: dict[str, Any]) -> bool:
 def finalise(m: Instance, definition: WorkflowDefinition, ctx: PlanContext) -> None:
     """Refresh the derived, persisted hints: when to tick next, which documents to watch."""
     due = next_evaluation_at(m, definition, ctx)
+    deadline = cancellation.due(m)  # a cancellation's timeout is the heartbeat's tick too
+    if deadline is not None and (due is None or deadline < due):
+        due = deadline
     m.nextEvaluationAt = iso(due) if due is not None else None
     m.watch = reference_ids(m)
     m.owesAborts = True if condemned(m) else None
+    m.owesCancels = True if cancellation.owed(m) else None
+    if m.terminal:
+        m.cancelDeadline = None
     m.effectsDueAt = fx.effects_due_at(m)
 
 

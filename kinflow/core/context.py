@@ -75,6 +75,7 @@ class Limits:
     definition_bytes: int = 1024 * 1024
     row_output_bytes: int = 16 * 1024  # a finished child's outputs on its row (outcomes.py)
     bulk_batch: int = 64  # rows one commit of a bulk cohort verb applies (core/bulk.py)
+    cancel_timeout_seconds: int = 3600  # a cancellation's default timeout (core/cancellation.py)
     # the monotonic clock a GROQ timeout is measured on: the shell sets it (the
     # core reads no clock); without it a query has no deadline
     budget_clock: Callable[[], float] | None = None
@@ -93,7 +94,8 @@ class Limits:
                    groq_max_fetched=settings.groq_max_fetched or None,
                    definition_bytes=settings.max_definition_bytes,
                    row_output_bytes=settings.max_row_output_bytes,
-                   bulk_batch=settings.bulk_batch_rows)
+                   bulk_batch=settings.bulk_batch_rows,
+                   cancel_timeout_seconds=settings.cancel_timeout)
 
     def groq_budget(self) -> Budget:
         """A fresh budget for one lake query, timed on ``budget_clock`` if one is set."""

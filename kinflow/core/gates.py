@@ -42,8 +42,10 @@ class Verdict:
 
 def instance_reason(instance: Instance, definition: WorkflowDefinition) -> str | None:
     status = instance.terminal_state
-    if status != readmodel.ACTIVE:
-        return f"instance-{status}"  # instance-completed, instance-aborted
+    if status == readmodel.CANCELLING and instance.open_entry() is None:
+        return "instance-cancelling"  # cancelling without a cancel stage: nothing to fire
+    if status not in (readmodel.ACTIVE, readmodel.CANCELLING):
+        return f"instance-{status}"  # instance-completed, instance-aborted, -cancelled
     stage = definition.stage(instance.currentStage)
     if stage is None or stage.terminal:
         return "stage-terminal"

@@ -1,7 +1,8 @@
 """How a child finished, as its parent's registry row records it (pure; no I/O).
 
 A finished row carries ``outcome`` (``succeeded`` or ``failed`` from the
-terminal stage's ``outcome`` key, ``aborted`` for an aborted child) and, when
+terminal stage's ``outcome`` key, ``aborted`` for an aborted child, ``cancelled``
+for a child that ended its graceful cancellation) and, when
 the child's definition declares ``outputs``, those workflow-scope field
 values. The child's own terminal commit writes them on its document as
 ``result`` (``finish``); whatever stamps the row reads them back from the
@@ -27,6 +28,7 @@ from kinflow.define.models import Stage, WorkflowDefinition
 SUCCEEDED = "succeeded"
 FAILED = "failed"
 ABORTED = "aborted"
+CANCELLED = "cancelled"
 OUTPUT_TOO_LARGE = "output-too-large"
 FAILING = frozenset({FAILED, ABORTED})
 """Outcomes a cohort counts as failed (``Cohort.failed``, the failure budget)."""
@@ -70,6 +72,8 @@ class Finished:
             return cls(ABORTED)
         if not document.get("completedAt"):
             return None
+        if document.get("cancelledAt"):
+            return cls(CANCELLED)
         result = document.get("result")
         if not isinstance(result, Mapping):
             return cls(SUCCEEDED)
@@ -83,7 +87,7 @@ class Finished:
     def of_instance(cls, child: Instance) -> Finished | None:
         result = child.result.to_json() if child.result is not None else None
         return cls.of({"abortedAt": child.abortedAt, "completedAt": child.completedAt,
-                       "result": result})
+                       "cancelledAt": child.cancelledAt, "result": result})
 
     def row_changes(self, limit: int) -> dict[str, Any]:
         """The registry row's fields for this finish (``replace_row`` keywords); the
@@ -98,6 +102,11 @@ def row_changes_of(child: Instance, limit: int) -> dict[str, Any]:
     empty while it is live."""
     finished = Finished.of_instance(child)
     return finished.row_changes(limit) if finished is not None else {}
+
+
+def cancelled() -> ChildResult:
+    """The ``result`` of an instance that ended its graceful cancellation (no outputs)."""
+    return ChildResult(outcome=CANCELLED)
 
 
 MISSING = Finished(ABORTED)

@@ -1,12 +1,14 @@
 """How a stored instance reads: its status, open visit, fields and family filters.
 
 Owns the one status vocabulary and every derivation of it. An instance is
-``active``, ``completed`` or ``aborted`` (GraphQL's ``InstanceStatus``); a
-parent's registry row and ``$subworkflows`` spell a finished child ``done``
-(``ChildStatus``, a definition contract), and ``ROW_STATUS`` is the one map
-between the two. It also owns "who is a child of whom" in both forms: the
-lake filter (a query) and the matcher (an event already in hand), which must
-agree. Abort stamps ``completedAt`` too, so "active" is ``completedAt`` unset.
+``active``, ``cancelling``, ``completed``, ``aborted`` or ``cancelled``
+(GraphQL's ``InstanceStatus``); a parent's registry row and ``$subworkflows``
+spell a finished child ``done`` and a cancelling one ``active`` (with
+``cancelling: true``; ``ChildStatus``, a definition contract), and
+``ROW_STATUS`` is the one map between the two. It also owns "who is a child of
+whom" in both forms: the lake filter (a query) and the matcher (an event already
+in hand), which must agree. Abort and the end of a cancellation stamp
+``completedAt`` too, so "live" (active or cancelling) is ``completedAt`` unset.
 
 It reads plain stored documents (JSON-shaped dicts), never a lake or a
 model, so the API, the CLI, the inspector and the engine can all use it.
@@ -19,32 +21,49 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 Doc = Mapping[str, Any]
-Status = Literal["active", "completed", "aborted"]
-RowStatus = Literal["active", "done", "aborted", "queued"]  # queued: waiting in a window
+Status = Literal["active", "completed", "aborted", "cancelling", "cancelled"]
+# queued: waiting in a window; cancelled: the child ended its graceful cancellation
+RowStatus = Literal["active", "done", "aborted", "queued", "cancelled"]
 
 ACTIVE: Status = "active"
 COMPLETED: Status = "completed"
 ABORTED: Status = "aborted"
-STATUSES: tuple[Status, ...] = (ACTIVE, COMPLETED, ABORTED)
+CANCELLING: Status = "cancelling"  # cancelInstance was asked; still live (core/cancel.py)
+CANCELLED: Status = "cancelled"
+STATUSES: tuple[Status, ...] = (ACTIVE, COMPLETED, ABORTED, CANCELLING, CANCELLED)
 
-ROW_STATUS: dict[Status, RowStatus] = {ACTIVE: "active", COMPLETED: "done", ABORTED: "aborted"}
-"""An instance's status as its parent's row (and ``$subworkflows``) spells it."""
+ROW_STATUS: dict[Status, RowStatus] = {ACTIVE: "active", COMPLETED: "done", ABORTED: "aborted",
+                                       CANCELLING: "active", CANCELLED: "cancelled"}
+"""An instance's status as its parent's row (and ``$subworkflows``) spells it (a
+cancelling child's row is active, its ``cancelling`` flag says the rest)."""
 
 
 # ---------------------------------------------------------------- status
 
 
-def status_of(aborted_at: object, completed_at: object) -> Status:
-    """The status from an instance's two stamps (abort also stamps ``completedAt``);
-    for a parsed ``Instance`` as much as for a stored document."""
+def status_of(aborted_at: object, completed_at: object, cancelling_at: object = None,
+              cancelled_at: object = None) -> Status:
+    """The status from an instance's stamps (abort and the end of a cancellation also
+    stamp ``completedAt``); for a parsed ``Instance`` as much as for a stored document.
+    An abort wins over a cancellation in progress."""
     if aborted_at:
         return ABORTED
-    return COMPLETED if completed_at else ACTIVE
+    if cancelled_at:
+        return CANCELLED
+    if completed_at:
+        return COMPLETED
+    return CANCELLING if cancelling_at else ACTIVE
 
 
 def instance_status(doc: Doc) -> Status:
     """The status of a stored instance."""
-    return status_of(doc.get("abortedAt"), doc.get("completedAt"))
+    return status_of(doc.get("abortedAt"), doc.get("completedAt"), doc.get("cancellingAt"),
+                     doc.get("cancelledAt"))
+
+
+def cancelling(doc: Doc) -> bool:
+    """Whether a stored instance is CANCELLING (its parent's row says ``cancelling``)."""
+    return instance_status(doc) == CANCELLING
 
 
 def row_status(doc: Doc) -> RowStatus:
@@ -61,10 +80,19 @@ def observable(doc: Doc) -> tuple[RowStatus, str | None]:
 def status_filter(status: Status) -> dict[str, Any]:
     """The lake filter form of ``instance_status(doc) == status``."""
     if status == ACTIVE:
-        return {"completedAt": None}
+        return {"completedAt": None, "cancellingAt": None}
+    if status == CANCELLING:
+        return {"completedAt": None, "cancellingAt": {"$ne": None}}
     if status == COMPLETED:
-        return {"completedAt": {"$ne": None}, "abortedAt": None}
+        return {"completedAt": {"$ne": None}, "abortedAt": None, "cancelledAt": None}
+    if status == CANCELLED:
+        return {"cancelledAt": {"$ne": None}, "abortedAt": None}
     return {"abortedAt": {"$ne": None}}
+
+
+def live_filter() -> dict[str, Any]:
+    """The lake filter of instances not finished yet (ACTIVE or CANCELLING)."""
+    return {"completedAt": None}
 
 
 # ---------------------------------------------------------------- the open visit
@@ -132,7 +160,7 @@ def children_filter(parent: str, parent_depth: int) -> dict[str, Any]:
 def live_children_filter(parent_id: str) -> dict[str, Any]:
     """The active direct children of the instance ``parent_id`` (a bare id), by the
     ``parentInstance`` hint (index ``instance_children``); for counting them."""
-    return {"parentInstance": parent_id, **status_filter(ACTIVE)}
+    return {"parentInstance": parent_id, **live_filter()}
 
 
 def children_of_any_filter(parents: Iterable[str]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kinflow.core import outcomes
-from kinflow.core.readmodel import RowStatus, row_status
+from kinflow.core.readmodel import RowStatus, cancelling, row_status
 from kinflow.core.state import Instance, StageEntry, SubworkflowEntry, parse_instance
 
 Doc = dict[str, Any]
@@ -62,14 +62,22 @@ def _build_view(row: SubworkflowEntry, open_key: str | None) -> dict[str, Any]:
         "status": status,
         "stage": stage,
         "spawnedAt": row.spawnedAt,
+        "cancelling": row_cancelling(row),
         **outcome_view(row),
     }
 
 
+def row_cancelling(row: SubworkflowEntry) -> bool:
+    """Whether the row's live child is CANCELLING (the row is still active)."""
+    return row.resolved is None and row.observed is not None and bool(row.observed.cancelling)
+
+
 def row_state(row: SubworkflowEntry) -> tuple[RowStatus, str | None]:
-    """A row's status and stage: resolved -> done/aborted, else what propagation last
+    """A row's status and stage: resolved -> done/aborted/cancelled, else what propagation last
     observed, else active (queued while waiting in its window)."""
     if row.resolved is not None:
+        if row.resolved.cancelled:
+            return "cancelled", row.resolved.stage
         return ("aborted" if row.resolved.aborted else "done"), row.resolved.stage
     if row.queued:
         return "queued", None
@@ -83,7 +91,8 @@ def outcome_view(row: SubworkflowEntry) -> dict[str, Any]:
     resolved before outcomes were stamped reads ``aborted`` or ``succeeded``."""
     outcome = row.outcome
     if outcome is None and row.resolved is not None:
-        outcome = outcomes.ABORTED if row.resolved.aborted else outcomes.SUCCEEDED
+        outcome = (outcomes.CANCELLED if row.resolved.cancelled else
+                   outcomes.ABORTED if row.resolved.aborted else outcomes.SUCCEEDED)
     return {"outcome": outcome, "outputs": row.outputs, "outputsError": row.outputsError,
             "attempt": row.attempt or 1, "previousChildIds": list(row.previousChildIds or [])}
 
@@ -104,7 +113,7 @@ class Row:
     action: str
     definition: str
     current: bool
-    status: str  # a readmodel.RowStatus: active | done | aborted | queued
+    status: str  # a readmodel.RowStatus: active | done | aborted | queued | cancelled
     stage: str | None
     spawned_at: str
     condemned: bool
@@ -118,6 +127,7 @@ class Row:
     outputs_error: str | None = None
     attempt: int = 1
     previous_child_ids: tuple[str, ...] = ()
+    cancelling: bool = False  # the live child is CANCELLING
 
 
 _CACHE: OrderedDict[tuple[str, str], list[Row]] = OrderedDict()
@@ -176,6 +186,7 @@ def api_row(parent_id: str, entry: SubworkflowEntry, open_key: str | None) -> Ro
         outputs_error=view["outputsError"],
         attempt=view["attempt"],
         previous_child_ids=tuple(view["previousChildIds"]),
+        cancelling=bool(view["cancelling"]),
     )  # fmt: skip
 
 
@@ -185,10 +196,11 @@ def overlay(row: Row, child: Doc | None) -> Row:
         return row
     finished = outcomes.Finished.of(child)
     if finished is None:
-        return replace(row, status=row_status(child), stage=child.get("currentStage"))
+        return replace(row, status=row_status(child), stage=child.get("currentStage"),
+                       cancelling=cancelling(child))
     return replace(row, status=row_status(child), stage=child.get("currentStage"),
                    outcome=finished.outcome, outputs=finished.outputs,
-                   outputs_error=finished.outputs_error)
+                   outputs_error=finished.outputs_error, cancelling=False)
 
 
 def select(

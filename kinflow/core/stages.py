@@ -13,7 +13,7 @@ do, then call ``move``.
 
 from __future__ import annotations
 
-from kinflow.core import outcomes
+from kinflow.core import cancellation, outcomes
 from kinflow.core.conditions import Outcome, Renderer
 from kinflow.core.context import PlanContext
 from kinflow.core.fields import materialise
@@ -67,7 +67,7 @@ def open_visit(instance: Instance, definition: WorkflowDefinition, stage: Stage,
             built.fields = materialise(activity.fields or [], ctx, visible=visible,
                                        query_params=_query_params(instance, ctx))
         entry.activities.append(built)
-    if stage.terminal:
+    if stage.terminal and instance.cancellingAt is None:  # a cancelling one ends later
         instance.completedAt = ctx.now_iso
         instance.result = outcomes.finish(instance, definition, stage,
                                           ctx.limits.row_output_bytes)
@@ -91,14 +91,17 @@ def move(
     transition: str,
     via: str = "transition",
     reason: str | None = None,
+    on_exit: bool = True,
 ) -> None:
-    """Leave the open visit and enter ``target`` (one stage move)."""
+    """Leave the open visit and enter ``target`` (one stage move). ``on_exit=False``
+    leaves the cohorts' ``onExit`` rules out (a cancellation applies ``onCancel``)."""
     source = instance.currentStage
     exited = instance.open_entry()
     actor = ctx.actor.to_json()
     if exited is not None:
         exited.exitedAt = ctx.now_iso
-        condemn_on_exit(instance, definition, exited, ctx)
+        if on_exit:
+            condemn_on_exit(instance, definition, exited, ctx)
     common = {"transition": transition, "via": via, "reason": reason, "actor": actor}
     record(instance, ctx, "stageExited", stage=source, toStage=target.name, **common)
     record(instance, ctx, "transitionFired", fromStage=source, toStage=target.name, **common)
@@ -109,19 +112,26 @@ def move(
 def condemn_on_exit(
     instance: Instance, definition: WorkflowDefinition, exited: StageEntry, ctx: PlanContext
 ) -> None:
-    """Owe an abort to every live child of an ``onExit: abort`` spawn bound to ``exited``."""
+    """Owe an abort to every live child of an ``onExit: abort`` spawn bound to ``exited``,
+    and a cancel request to those of an ``onExit: cancel`` spawn (not waited for)."""
     stage = definition.stage(exited.name)
     activities = (stage.activities or []) if stage is not None else []
     rules = {
-        (activity.name, action.name)
+        (activity.name, action.name): action.spawn.onExit
         for activity in activities
         for action in activity.actions or []
-        if action.spawn is not None and action.spawn.onExit == "abort"
+        if action.spawn is not None and action.spawn.onExit in ("abort", "cancel")
     }
     for index, row in enumerate(instance.subworkflows):
-        if (row.activity, row.action) not in rules or row.stageEntry != exited.key_:
+        rule = rules.get((row.activity, row.action))
+        if rule is None or row.stageEntry != exited.key_:
             continue
         if row.resolved is not None or row.abortPending is not None:
+            continue
+        if rule == "cancel":
+            cancellation.request_row(instance, ctx, index, (
+                f'stage "{exited.name}" exited with the child still live (onExit: "cancel" '
+                f'on action "{row.action}" of activity "{row.activity}")'))
             continue
         replace_row(instance, index, abortPending=AbortPending(
             at=ctx.now_iso,

@@ -113,15 +113,17 @@ class ResolvedRow(Part):
     at: str
     stage: str | None = None
     aborted: bool | None = None
+    cancelled: bool | None = None  # the child ended its graceful cancellation (CANCELLED)
     detail: str | None = None
 
 
 class ObservedChild(Part):
     """What propagation last stamped about a live child (kinflow: rows carry $subworkflows)."""
 
-    status: Literal["active", "done", "aborted"]
+    status: Literal["active", "done", "aborted", "cancelled"]
     stage: str | None = None
     at: str
+    cancelling: bool | None = None  # the live child is CANCELLING (core/cancel.py)
 
 
 class ChildResult(Part):
@@ -177,6 +179,10 @@ class SubworkflowEntry(Part):
     handoff: SpawnSeed | None = None
     bulkKeys: list[ProcessedRequest] | None = None
     abortReason: str | None = None  # a code: why the engine aborted it (failure-budget-exceeded)
+    # graceful cancellation (core/cancellation.py): the child is owed a cancel request
+    # (kept once told: it says why); ``detached`` rows were let go by ``onCancel: detach``
+    cancelPending: AbortPending | None = None
+    detached: bool | None = None
 
     @property
     def child_id(self) -> str:
@@ -198,6 +204,11 @@ class BulkCall(Part):
     where: dict[str, Any] | None = None  # the CohortFilter (CohortFilter.to_json)
     startedAt: str
     actor: ActorModel | None = None
+    # fireCohort's child action and params, abortCohort/cancelCohort's reason
+    childActivity: str | None = None
+    action: str | None = None
+    params: dict[str, Any] | None = None
+    reason: str | None = None
 
 
 class CohortWindow(Part):
@@ -209,6 +220,9 @@ class CohortWindow(Part):
     maxActive: int | None = None
     failureBudget: dict[str, Any] | None = None  # {"count": N} | {"percent": P} (core/budget.py)
     budgetExceededAt: str | None = None  # when the budget acted: it acts once per cohort
+    # a cancel or abort of the whole cohort closed it (core/bulk_verbs.py): no top-up
+    closedAt: str | None = None
+    closedBy: str | None = None  # abortCohort | cancelCohort
 
 
 class ContextEntry(Part):
@@ -316,13 +330,27 @@ class Instance(Part):
     bulkCalls: list[BulkCall] | None = None  # bulk cohort verbs interrupted between batches
     owesBulk: bool | None = None  # set while ``bulkCalls`` is not empty (the heartbeat's hint)
     effectsDueAt: str | None = None  # earliest pending effect to run or lease to take over
+    # graceful cancellation (core/cancellation.py): CANCELLING from ``cancellingAt``
+    # until ``cancelledAt`` (which also stamps ``completedAt``) or an abort
+    cancellingAt: str | None = None
+    cancelledAt: str | None = None
+    cancelReason: str | None = None
+    cancelDeadline: str | None = None  # past it the heartbeat's tick aborts the instance
+    owesCancels: bool | None = None  # rows owe their child a cancel request not yet made
 
     # ---- derived facts ----
 
     @property
     def terminal_state(self) -> readmodel.Status:
-        """``active``, ``completed`` or ``aborted`` (the read model's one vocabulary)."""
-        return readmodel.status_of(self.abortedAt, self.completedAt)
+        """``active``, ``cancelling``, ``completed``, ``aborted`` or ``cancelled`` (the read
+        model's one vocabulary)."""
+        return readmodel.status_of(self.abortedAt, self.completedAt, self.cancellingAt,
+                                   self.cancelledAt)
+
+    @property
+    def cancelling(self) -> bool:
+        """CANCELLING: cancellation asked, not finished (nor aborted)."""
+        return self.cancellingAt is not None and self.completedAt is None
 
     @property
     def terminal(self) -> bool:

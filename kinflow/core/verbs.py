@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kinflow.core import budget as failure_budget
+from kinflow.core import cancellation, window
 from kinflow.core import effects as fx
-from kinflow.core import window
 from kinflow.core.actions import fire
 from kinflow.core.cohorts import Observation, apply_observations
 from kinflow.core.commit import Commit, StartInstance, plan_create
@@ -44,7 +44,6 @@ from kinflow.core.inputs import check_key, check_text, check_value
 from kinflow.core.ledger import is_replay, remember
 from kinflow.core.mutation import Mutation
 from kinflow.core.ops import OpSource, apply_op, set_activity_status
-from kinflow.core.readmodel import status_of
 from kinflow.core.rows import replace_row
 from kinflow.core.stages import move, prime
 from kinflow.core.state import TERMINAL_ACTIVITY, AbortPending, Instance
@@ -114,6 +113,9 @@ def plan_hop(state: Instance, ctx: PlanContext,
     """
     commit = Commit(state, ctx, engine=True)
     clears = apply_observations(commit.m, ctx, observations or [])
+    if cancellation.timed_out(commit.m, ctx):  # the cancellation outlived its timeout
+        close_aborted(commit.m, ctx, cancellation.TIMEOUT)
+        return commit.finish(clears=clears)
     if not commit.m.primed and not commit.m.abortedAt:
         prime(commit.m, commit.definition, ctx)
     if commit.m.primed:
@@ -151,7 +153,7 @@ def plan_fire_action(state: Instance, verb: FireAction, ctx: PlanContext) -> Mut
     action = find_action(activity, verb.action) if activity else None
     if activity is None or action is None:
         if m.terminal:
-            reason = f"instance-{status_of(m.abortedAt, m.completedAt)}"
+            reason = f"instance-{m.terminal_state}"
             raise ActionDisabled(f"{verb.activity}.{verb.action}: {reason}",
                                  activity=verb.activity, action=verb.action, reason=reason)
         raise ActionNotFound(
@@ -327,18 +329,25 @@ def plan_abort(state: Instance, verb: AbortInstance, ctx: PlanContext) -> Mutati
     if is_replay(m, ctx, verb.idempotency_key, "abortInstance", args) or m.terminal:
         return commit.finish(replay=True)
     remember(m, ctx, verb.idempotency_key, "abortInstance", args)
+    close_aborted(m, ctx, verb.reason)
+    return commit.finish()
+
+
+def close_aborted(m: Instance, ctx: PlanContext, reason: str | None) -> None:
+    """Abort ``m`` in place: leave its visit, condemn its live rows (not those a
+    cancellation detached), cancel its effects. A cancellation in progress ends here
+    too: an abort wins."""
     entry = m.open_entry()
     if entry is not None:
         entry.exitedAt = ctx.now_iso
     for index, row in enumerate(m.subworkflows):
-        if row.resolved is None and row.abortPending is None:
+        if row.resolved is None and row.abortPending is None and not row.detached:
             replace_row(m, index, abortPending=AbortPending(at=ctx.now_iso,
                                                             reason="parent instance aborted"))
     fx.cancel_all(m, ctx)
-    record(m, ctx, "aborted", stage=m.currentStage, reason=verb.reason,
+    record(m, ctx, "aborted", stage=m.currentStage, reason=reason,
            actor=ctx.actor.to_json())
     m.completedAt = m.abortedAt = ctx.now_iso
-    return commit.finish()
 
 
 @dataclass(slots=True)

@@ -105,6 +105,9 @@ def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
         if row.abortPending is not None:
             skip(instance, ctx, index, detail=SKIPPED)
             continue
+        if row.cancelPending is not None:  # a cancellation reached it (core/cancellation.py)
+            skip(instance, ctx, index, detail=SKIPPED, cancelled=True)
+            continue
         key = cohort_of(row)
         if key not in limits:
             limits[key] = limit(instance, definition, row)
@@ -117,13 +120,17 @@ def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
     return started
 
 
-def skip(instance: Instance, ctx: PlanContext, index: int, *, detail: str) -> None:
-    """Resolve a queued row as aborted without ever creating its child."""
+def skip(instance: Instance, ctx: PlanContext, index: int, *, detail: str,
+         cancelled: bool = False) -> None:
+    """Resolve a queued row as aborted (as cancelled, when a cancellation skips it)
+    without ever creating its child."""
     row = instance.subworkflows[index]
-    replace_row(instance, index, queued=None, outcome="aborted",  # outcomes.ABORTED
-                resolved=ResolvedRow(at=ctx.now_iso, aborted=True, detail=detail))
+    status = "cancelled" if cancelled else "aborted"  # = outcomes.CANCELLED / ABORTED
+    replace_row(instance, index, queued=None, outcome=status, resolved=ResolvedRow(
+        at=ctx.now_iso, aborted=None if cancelled else True, cancelled=cancelled or None,
+        detail=detail))
     record(instance, ctx, "subworkflowResolved", activity=row.activity,
-           instanceRef=row.ref.to_json(), status="aborted", detail=detail)
+           instanceRef=row.ref.to_json(), status=status, detail=detail)
 
 
 def set_max_active(instance: Instance, cohort: Cohort, max_active: int) -> None:

@@ -3,15 +3,13 @@
 The model (``models.FailureBudget``) checks each key's type and range; what
 needs both keys at once lives here, so deploy and ``updateCohort`` refuse
 the same shapes: a budget names exactly one of ``count`` and ``percent``.
-``cancel-rest`` is refused until graceful cancellation exists, rather than
-silently behaving like ``abort-rest``.
+``cancel-rest`` asks the cohort's live children to cancel gracefully
+(core/cancellation.py).
 """
 
 from __future__ import annotations
 
 from kinflow.define.models import FailureBudget, SpawnBlock
-
-NOT_YET = "cancel-rest needs graceful cancellation, not available yet"
 
 
 def shape_problem(budget: FailureBudget) -> str | None:
@@ -29,8 +27,6 @@ def budget_problems(spawn: SpawnBlock) -> list[tuple[str, str]]:
         problem = shape_problem(spawn.failureBudget)
         if problem is not None:
             problems.append(("failureBudget", problem))
-    if spawn.onBudgetExceeded == "cancel-rest":
-        problems.append(("onBudgetExceeded", NOT_YET))
     if spawn.onBudgetExceeded is not None and spawn.failureBudget is None:
         problems.append(("onBudgetExceeded", "onBudgetExceeded needs a failureBudget"))
     return problems

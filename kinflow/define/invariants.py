@@ -101,6 +101,8 @@ class InvariantChecker:
             seen.add(name)
         self._check_reachability()
         self._check_outputs()
+        if m.cancelStage is not None and self._stage(m.cancelStage) is None:
+            self.add("cancelStage", f"cancelStage {m.cancelStage!r} names no declared stage")
 
     def _check_outputs(self) -> None:
         """``outputs`` name workflow-scope fields, each once (what a parent's row gets)."""
@@ -128,8 +130,12 @@ class InvariantChecker:
         m = self.model
         if self._stage(m.initialStage) is None:
             return
-        reached = {m.initialStage}
-        frontier = [m.initialStage]
+        # a declared cancel stage is entered by a cancellation (core/cancel.py)
+        roots = [m.initialStage]
+        if m.cancelStage is not None and self._stage(m.cancelStage) is not None:
+            roots.append(m.cancelStage)
+        reached = set(roots)
+        frontier = list(roots)
         while frontier:
             stage = self._stage(frontier.pop())
             for t in (stage.transitions or []) if stage else []:

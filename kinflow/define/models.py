@@ -164,7 +164,9 @@ class SpawnBlock(Stored):
     definition: DefinitionRef
     with_: dict[str, str] | None = Field(default=None, alias="with")
     context: dict[str, str] | None = None
-    onExit: Literal["detach", "abort"] | None = None
+    onExit: Literal["detach", "abort", "cancel"] | None = None
+    # what a cancellation of the parent does to the child (core/cancellation.py)
+    onCancel: Literal["cancel", "abort", "detach"] | None = None
     # the window: at most this many children of the cohort live at once (core/window.py)
     maxActive: Annotated[int, Field(strict=True, ge=1)] | None = None
     # the failure budget and what exceeding it does (core/budget.py)
@@ -274,6 +276,10 @@ class WorkflowDefinition(Stored):
     retention: Retention | None = None
     # workflow-scope fields copied onto the parent's row when the child finishes
     outputs: list[str] | None = None
+    # graceful cancellation (core/cancel.py): the stage a cancelled instance cleans up
+    # in, and how long it may take before it is aborted instead
+    cancelStage: str | None = None
+    cancelTimeoutSeconds: Annotated[int, Field(strict=True, ge=1)] | None = None
 
     def stage(self, name: str) -> Stage | None:
         for stage in self.stages:

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kinflow.core import verbs
+from kinflow.core import cancellation, verbs
+from kinflow.core.cancel import CancelInstance, plan_cancel
 from kinflow.core.cohorts import (
     OBSERVATION_FIELDS,
     Observation,
@@ -24,7 +25,7 @@ from kinflow.core.cohorts import (
     live_rows,
 )
 from kinflow.core.context import Actor, PlanContext
-from kinflow.core.errors import CascadeLimit, InstanceNotFound
+from kinflow.core.errors import ActionDisabled, CascadeLimit, InstanceNotFound
 from kinflow.core.mutation import Mutation
 from kinflow.core.readmodel import live_children_filter
 from kinflow.core.state import Instance
@@ -120,6 +121,7 @@ class Driver:
                     instanceId=instance_id, limit=limit, stage=last.instance.currentStage,
                 )
             await self.drain_condemned(last.instance, actor)
+            await self.drain_cancels(last.instance, actor)
             last = await self.hop(instance_id, "cascade", actor)
             moves += last.moves
             changed = changed or last.changed
@@ -127,6 +129,8 @@ class Driver:
         instance = last.instance
         if instance.owesAborts:  # a terminal move condemned onExit cohorts; drain them too
             instance = await self.drain_condemned(instance, actor)
+        if instance.owesCancels:  # a cancellation (or onExit: cancel) owes requests
+            instance = await self.drain_cancels(instance, actor)
         if propagate:
             await self.after(instance)
         return OperationResult(instance, changed, moves, instance.nextEvaluationAt)
@@ -204,4 +208,50 @@ class Driver:
                                      gather=gather)
         except InstanceNotFound:
             return instance
+        return stamped.instance
+
+    async def drain_cancels(self, instance: Instance, actor: Actor) -> Instance:
+        """Ask each child owed a cancel request to cancel (each through ``plan_cancel``,
+        driven to rest: its own children are asked in turn), then stamp their rows in one
+        hop of this instance, which ends its cancellation if nothing is left to wait for.
+
+        Crash-safe like the abort drain: the rows' ``cancelPending`` and the instance's
+        ``owesCancels`` stay until the stamp reads each child cancelling or finished, and
+        a repeated request to a child already cancelling changes nothing.
+        """
+        rows = cancellation.owed(instance)
+        if not rows:
+            return instance
+        t = self.transact
+        t.faults.check("before-cancel-children")
+        for row in rows:
+            assert row.cancelPending is not None
+            verb = CancelInstance(row.cancelPending.reason)
+
+            def cancel(state: Instance, ctx: PlanContext,
+                       verb: CancelInstance = verb) -> Mutation:
+                return plan_cancel(state, verb, ctx)
+
+            try:
+                told = await t.commit(row.child_id, cancel, verb="cancelInstance", actor=actor)
+            except (InstanceNotFound, ActionDisabled):
+                continue  # gone or finished meanwhile: the stamp below resolves its row
+            await self.cascade(told, actor, propagate=False)
+        t.faults.check("before-cancel-stamp")
+        ids = [row.child_id for row in rows]
+
+        async def gather(state: Instance, session: AsyncClientSession) -> list[Observation]:
+            found = await t.lake.find({"_id": {"$in": ids}}, dataset=t.dataset,
+                                      session=session, projection=OBSERVATION_FIELDS)
+            by_id = {str(doc["_id"]): doc for doc in found}
+            return [Observation.of(by_id[i]) if i in by_id else Observation.missing(i)
+                    for i in ids]
+
+        try:
+            stamped = await t.commit(instance.id_, verbs.plan_hop, verb="cancelStamp",
+                                     actor=actor, gather=gather)
+        except InstanceNotFound:
+            return instance
+        if stamped.moves and not stamped.instance.terminal:
+            return (await self.cascade(stamped, actor, propagate=False)).instance
         return stamped.instance

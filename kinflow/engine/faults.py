@@ -22,6 +22,8 @@ POINTS = frozenset({
     "before-batch-stamp",  # window 4: children settled, parent rows not stamped
     "before-propagation",  # window 5: a child's commit landed, the parent not told
     "before-drain",  # window 6: rows condemned, owed aborts not carried out
+    "before-cancel-children",  # a cancellation committed, its children not asked yet
+    "before-cancel-stamp",  # children asked to cancel (some already CANCELLED), rows unstamped
     "mid-materialise",  # a large cohort registered, some children not created yet
     "mid-bulk",  # a bulk cohort verb committed a batch of rows, not the next one
     "purge-after-marker",  # retention: the root is marked, no member deleted yet

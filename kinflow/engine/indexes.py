@@ -1,7 +1,7 @@
 """The indexes the engine's queries need, declared on every dataset it uses.
 
 The heartbeat's hints (``nextEvaluationAt``, ``propagateTo``, ``owesAborts``,
-``materialising``, ``effectsDueAt``) and the watch-set are indexed only on
+``owesCancels``, ``materialising``, ``effectsDueAt``) and the watch-set are indexed only on
 the instances that carry them: every instance write maintains every index
 whose partial filter it matches, and most instances owe nothing (a child fire
 cost the embedded lake 13% less CPU with these partial filters than with one
@@ -39,6 +39,8 @@ ENGINE_INDEXES: tuple[IndexSpec, ...] = (
               partial=INSTANCES),
     _owing("instance_propagating", "propagateTo", {"$gt": ""}, "instance_propagate"),
     _owing("instance_owing_aborts", "owesAborts", True, "instance_owes_aborts"),
+    IndexSpec("instance_owing_cancels", (("owesCancels", 1),),  # cancel requests not made
+              partial={**INSTANCES, "owesCancels": True}),
     _owing("instance_materialising_now", "materialising", True, "instance_materialising"),
     _owing("instance_effects_due_at", "effectsDueAt", {"$gt": ""}, "instance_effects_due"),
     IndexSpec("instance_owing_bulk", (("owesBulk", 1),),  # bulk calls cut between batches

@@ -11,7 +11,6 @@ from kinflow.core.context import Actor
 from kinflow.core.errors import DefinitionNotFound, InstanceNotFound
 from kinflow.core.gates import Verdict
 from kinflow.core.gates import available_actions as action_verdicts
-from kinflow.core.readmodel import ACTIVE, instance_status
 from kinflow.core.state import INSTANCE_TYPE, Instance, parse_instance
 from kinflow.define.validate import Checked
 from kinflow.engine.transact import Transactor
@@ -122,7 +121,7 @@ class Reader:
         # one indexed predicate besides _type: the embedded planner serves only
         # queries its index covers whole (else it reads every instance)
         found = await t.lake.find({"_type": INSTANCE_TYPE, "watch": uri}, dataset=t.dataset)
-        return [parse_instance(doc) for doc in found if instance_status(doc) == ACTIVE]
+        return [parse_instance(doc) for doc in found if not doc.get("completedAt")]
 
     async def due_instances(self, *, limit: int = 100, exclude: list[str] | None = None
                             ) -> list[str]:
@@ -142,5 +141,5 @@ class Reader:
             projection={"_id": 1, "completedAt": 1},
         )
         due = [str(doc["_id"]) for doc in found
-               if instance_status(doc) == ACTIVE and str(doc["_id"]) not in skip]
+               if not doc.get("completedAt") and str(doc["_id"]) not in skip]
         return due[:limit]

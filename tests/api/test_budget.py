@@ -82,9 +82,13 @@ def test_update_cohort_budget_needs_the_operator_role(secured: TestClient) -> No
     assert data(allowed)["updateCohort"]["budget"]["count"] == 1
 
 
-def test_deploy_refuses_cancel_rest_with_its_reason(client: TestClient) -> None:
-    refused = gql(client, "mutation($d: [JSON!]!) { deployDefinitions(definitions: $d) "
-                  "{ warnings } }", {"d": [budgeted({"count": 1}, policy="cancel-rest"),
-                                           worker()]})
+def test_deploy_takes_cancel_rest_and_refuses_an_unknown_policy(client: TestClient) -> None:
+    deploy = ("mutation($d: [JSON!]!) { deployDefinitions(definitions: $d) "
+              "{ definitions { name } } }")
+    taken = gql(client, deploy, {"d": [budgeted({"count": 1}, policy="cancel-rest"),
+                                       worker()]})
+    assert "errors" not in taken, taken
+    refused = gql(client, deploy, {"d": [budgeted({"count": 1}, policy="cancel-all"),
+                                         worker()]})
     assert error_code(refused) == "definition-invalid"
-    assert "graceful cancellation" in str(refused["errors"][0]["extensions"]["details"])
+    assert "onBudgetExceeded" in str(refused["errors"][0]["extensions"]["details"])

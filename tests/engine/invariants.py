@@ -14,6 +14,22 @@ async def all_instances(engine: Engine) -> dict[str, Instance]:
     return {str(d["_id"]): parse_instance(await engine.assemble(d)) for d in docs}
 
 
+def assert_cancellations(instances: dict[str, Instance]) -> None:
+    """No child live under a CANCELLED parent (but those ``onCancel: detach`` let go), and
+    no cancelled row without a cancelled or aborted child."""
+    for parent in instances.values():
+        for row in parent.subworkflows:
+            child = instances.get(row.child_id)
+            if parent.cancelledAt is not None and not row.detached:
+                assert row.resolved is not None, f"{parent.id_} CANCELLED, row {row.rowKey} live"
+                assert child is None or child.terminal, \
+                    f"{parent.id_} is CANCELLED, its child {row.child_id} is live"
+            if row.resolved is not None and row.resolved.cancelled and child is not None:
+                assert child.cancelledAt is not None or child.abortedAt is not None, \
+                    f"row {row.rowKey} of {parent.id_} cancelled, its child is " \
+                    f"{child.terminal_state}"
+
+
 async def assert_repaired(engine: Engine) -> dict[str, Instance]:
     """No duplicate child per row identity, condemned rows resolved, terminal children
     stamped, and no instance whose gates would still move it."""
@@ -44,9 +60,11 @@ async def assert_repaired(engine: Engine) -> dict[str, Instance]:
             rows |= {old for r in instances[instance.parentInstance].subworkflows
                      for old in r.previousChildIds or ()}  # redriven rows' earlier attempts
             assert instance.id_ in rows, "a child with no row"
+    assert_cancellations(instances)
     for instance in instances.values():
         assert instance.propagateTo is None, f"{instance.id_} still owes its parent a stamp"
         assert not instance.owesAborts and not instance.materialising
+        assert not instance.owesCancels, f"{instance.id_} still owes cancel requests"
         if not instance.terminal:
             again = await engine.tick(instance.id_)
             assert not again.changed, f"{instance.id_} still had a move owed"

@@ -46,6 +46,7 @@ class Ledger:
         self._registries(instances)
         self._children(instances)
         self._hints_and_gates(instances)
+        self._cancellations(instances)
         self._history(instances)
         await self._ticks(engine, instances, rng, sample)
         self.rounds += 1
@@ -117,6 +118,21 @@ class Ledger:
                         found = entry.activity(activity)
                         self.expect(found is not None and found.status != "active",
                                     f"{instance.id_}: cohort settled, gate did not fire")
+
+    def _cancellations(self, instances: dict[str, Instance]) -> None:
+        """No child live under a CANCELLED parent (but those ``onCancel: detach`` let go);
+        no cancelled row without a cancelled or aborted child; no cancel request owed."""
+        for parent in instances.values():
+            self.expect(not parent.owesCancels, f"{parent.id_} owes cancel requests")
+            for row in parent.subworkflows:
+                child = instances.get(row.child_id)
+                if parent.cancelledAt is not None and not row.detached:
+                    self.expect(child is None or child.terminal,
+                                f"{parent.id_} is CANCELLED, its child {row.child_id} is live")
+                if row.resolved is not None and row.resolved.cancelled and child is not None:
+                    self.expect(child.cancelledAt is not None or child.abortedAt is not None,
+                                f"{parent.id_}: row {row.rowKey} cancelled, child "
+                                f"{child.id_} is {child.terminal_state}")
 
     def _history(self, instances: dict[str, Instance]) -> None:
         """Each history starts with everything it held last time."""
