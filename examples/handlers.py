@@ -1,10 +1,16 @@
-"""Effect handlers for the examples: a stand-in for a machine-translation service.
+"""Effect handlers for the examples: stand-ins for a machine-translation service
+and a seat-reservation system.
 
 ``kinflow demo`` loads this file (``KINFLOW_EFFECT_HANDLERS=examples/handlers.py``).
 The ``machine-translate`` effect of ``machine-translation.json`` is queued when
 a child enters ``translating``; the worker claims it, calls the handler, and
 completes the effect with its outputs, which fires the child's ``store``
 action and finishes the child.
+
+The ``release-seat`` effect of ``seat-booking.json`` is the cleanup of a
+cancelled ``seat-hold``: its ``releasing`` stage (the definition's
+``cancelStage``) queues it, and the hold is CANCELLED once it ran. Delivery is
+at least once, so the handler releases by seat and remembers what it released.
 """
 
 from __future__ import annotations
@@ -22,5 +28,18 @@ async def machine_translate(call: Any) -> dict[str, Any]:
     return {"text": f"{GREETING.get(locale, locale)}: {title} [{locale}]"}
 
 
+RELEASED: dict[str, str] = {}
+"""Seats released so far, by seat, with the effect key that released each."""
+
+
+async def release_seat(call: Any) -> dict[str, Any]:
+    seat = str(call.params.get("seat") or "")
+    if not seat:
+        raise ValueError("no seat to release")
+    RELEASED.setdefault(seat, call.effect_key)  # a redelivery releases nothing twice
+    return {}
+
+
 def register(engine: Any) -> None:
     engine.register_handler("machine-translate", machine_translate)
+    engine.register_handler("release-seat", release_seat)

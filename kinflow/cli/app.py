@@ -241,6 +241,19 @@ def abort(
 
 
 @app.command()
+def cancel(
+    instance: str,
+    reason: str | None = typer.Option(None, "--reason", help="Recorded in history."),
+    url: str | None = URL,
+    token: str | None = TOKEN,
+) -> None:
+    """Cancel an instance gracefully: its cancel stage and its children clean up first."""
+    result = with_backend(url, token, lambda b: b.cancel(instance, reason))
+    print_result(out, result, "cancelling" if result["instance"].get("status") == "CANCELLING"
+                 else "cancelled")
+
+
+@app.command()
 def tick(instance: str, url: str | None = URL, token: str | None = TOKEN) -> None:
     """Re-evaluate an instance's conditions now."""
     result = with_backend(url, token, lambda b: b.tick(instance))

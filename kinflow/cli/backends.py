@@ -42,6 +42,7 @@ class Backend(Protocol):
                    key: str | None) -> dict[str, Any]: ...  # fmt: skip
     async def edit(self, instance_id: str, field: str, value: Any, mode: str) -> dict[str, Any]: ...
     async def abort(self, instance_id: str, reason: str | None) -> dict[str, Any]: ...
+    async def cancel(self, instance_id: str, reason: str | None) -> dict[str, Any]: ...
     async def tick(self, instance_id: str) -> dict[str, Any]: ...
     async def instance(self, instance_id: str) -> dict[str, Any]: ...
     async def instances(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]: ...
@@ -143,6 +144,10 @@ class LocalBackend:
 
     async def abort(self, instance_id: str, reason: str | None) -> dict[str, Any]:
         result = await self.engine.abort_instance(instance_id, reason=reason, actor=CLI_ACTOR)
+        return result_view(result)
+
+    async def cancel(self, instance_id: str, reason: str | None) -> dict[str, Any]:
+        result = await self.engine.cancel_instance(instance_id, reason=reason, actor=CLI_ACTOR)
         return result_view(result)
 
     async def tick(self, instance_id: str) -> dict[str, Any]:
@@ -253,6 +258,13 @@ class RemoteBackend:
             """mutation($i: ID!, $r: String) {
                  abortInstance(instanceId: $i, reason: $r) RESULT }""",
             "abortInstance", {"i": instance_id, "r": reason},
+        )  # fmt: skip
+
+    async def cancel(self, instance_id: str, reason: str | None) -> dict[str, Any]:
+        return await self._result(
+            """mutation($i: ID!, $r: String) {
+                 cancelInstance(instanceId: $i, reason: $r) RESULT }""",
+            "cancelInstance", {"i": instance_id, "r": reason},
         )  # fmt: skip
 
     async def tick(self, instance_id: str) -> dict[str, Any]:

@@ -18,6 +18,8 @@ STATUS_STYLE = {
     "COMPLETED": "green",
     "DONE": "green",
     "ABORTED": "red",
+    "CANCELLING": "magenta",
+    "CANCELLED": "magenta",
     "QUEUED": "dim",
     "queued": "dim",
     "active": "yellow",
@@ -26,6 +28,7 @@ STATUS_STYLE = {
     "failed": "red",
     "succeeded": "green",
     "aborted": "red",
+    "cancelled": "magenta",
 }
 
 

@@ -21,6 +21,8 @@ class InstanceStatus(Enum):
     ACTIVE = "active"
     COMPLETED = "completed"
     ABORTED = "aborted"
+    CANCELLING = "cancelling"  # cancelInstance asked; its cancel stage and children clean up
+    CANCELLED = "cancelled"
 
 
 @strawberry.enum
@@ -29,6 +31,7 @@ class ChildStatus(Enum):
     ACTIVE = "active"
     DONE = "done"
     ABORTED = "aborted"
+    CANCELLED = "cancelled"  # the child ended its graceful cancellation
 
 
 @strawberry.enum

@@ -83,14 +83,15 @@ def _kind(before: InstanceStatus | None, after: InstanceStatus) -> str:
     return "changed"
 
 
-FINISHED = ("done", "aborted")  # row statuses a child reaches once; queued and active are live
+# row statuses a child reaches once; queued and active are live
+FINISHED = ("done", "aborted", "cancelled")
 
 
 def _row_kind(row: Row, before: tuple[str, str | None] | None) -> str:
     if before is None:
         return "spawned"
     if row.status != before[0] and row.status in FINISHED:
-        return "completed" if row.status == "done" else "aborted"
+        return "completed" if row.status == "done" else row.status  # aborted | cancelled
     return "changed"
 
 
@@ -224,7 +225,7 @@ class Subscription:
                     yield _child_event(_row_kind(changed, before), changed,
                                        family.changed_at(child_id))
 
-    @strawberry.subscription(description="Only children reaching DONE or ABORTED.")
+    @strawberry.subscription(description="Only children reaching DONE, ABORTED or CANCELLED.")
     async def child_completed(
         self, info: KInfo, parent_id: strawberry.ID, activity: str | None = None
     ) -> AsyncGenerator[ChildEvent, None]:
@@ -244,7 +245,7 @@ class Subscription:
                     if activity is not None and done.activity != activity:
                         continue
                     finished.add(child_id)
-                    kind = "completed" if done.status == "done" else "aborted"
+                    kind = "completed" if done.status == "done" else done.status
                     yield _child_event(kind, done, family.changed_at(child_id))
 
     @strawberry.subscription

@@ -156,7 +156,7 @@ class Subworkflow:
 
     @strawberry.field(description="The child is cancelling (its row stays ACTIVE meanwhile).")
     def cancelling(self) -> bool:
-        return False
+        return self.row.cancelling
 
 
 @strawberry.type(description="A page of a cohort's rows, in registry (forEach) order.")
@@ -401,6 +401,19 @@ class WorkflowInstance:
     @strawberry.field
     def aborted_at(self) -> DateTime | None:
         return self.doc.get("abortedAt")
+
+    @strawberry.field(description="When cancelInstance was asked (CANCELLING since).")
+    def cancelling_at(self) -> DateTime | None:
+        return self.doc.get("cancellingAt")
+
+    @strawberry.field(description="When the graceful cancellation ended (CANCELLED).")
+    def cancelled_at(self) -> DateTime | None:
+        return self.doc.get("cancelledAt")
+
+    @strawberry.field(description="The reason given to cancelInstance.")
+    def cancel_reason(self) -> str | None:
+        reason = self.doc.get("cancelReason")
+        return reason if isinstance(reason, str) else None
 
     @strawberry.field
     def last_changed_at(self) -> DateTime:

@@ -11,7 +11,7 @@ from kinflow.cli.app import app
 
 from .test_cli import EXAMPLES, instance_id, invoke, refused
 
-COMMANDS = ["serve", "demo", "worker", "deploy", "start", "fire", "edit", "abort", "tick",
+COMMANDS = ["serve", "demo", "worker", "deploy", "start", "fire", "edit", "abort", "cancel", "tick",
             "inspect", "groq", "tail", "lake", "lake export", "lake import", "purge"]  # fmt: skip
 NOISE = re.compile(r"<(?:bool|str|int|float|list\[\w+\]|Path)>|\{\w+\}")
 

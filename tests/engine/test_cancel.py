@@ -4,18 +4,22 @@ cancel stage's cleanup, the timeout, abort winning, crash repair and cancel-rest
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kinflow.core.errors import ActionDisabled, ContractViolation, InjectedFault
+from kinflow.define.loading import load_definitions
 from kinflow.engine import EffectCall, Engine
+from kinflow.plugins import import_module
 from kinflow.worker import Worker
 from tests.engine.cancel_defs import exits, family, leaf, spawner
 from tests.engine.conftest import Clock
 from tests.engine.invariants import all_instances, assert_repaired
 
 pytestmark = pytest.mark.lake
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def record_cleanups(engine: Engine, *names: str) -> Counter[tuple[str, str]]:
@@ -229,3 +233,27 @@ async def test_cancelling_a_finished_instance_is_refused_and_keys_replay(
     twice = await engine.cancel_instance(live)  # already cancelling: nothing changes
     assert twice.instance.cancellingAt == first.instance.cancellingAt
     assert [e["_type"] for e in twice.instance.history].count("cancelRequested") == 1
+
+
+async def test_the_seat_booking_example_releases_every_held_seat(engine: Engine) -> None:
+    await engine.deploy(load_definitions(EXAMPLES / "definitions" / "seat-booking.json"))
+    booking = (await engine.start_instance(
+        "event-booking", fields={"seats": [{"seat": s} for s in ("A1", "A2", "A3")]})).instance
+    holds = {r.rowKey: r.child_id for r in booking.subworkflows}
+    await engine.fire_action(holds["A1"], "hold", "confirm")  # A1 is already confirmed
+    cancelled = await engine.cancel_instance(booking.id_, reason="the event was called off")
+    assert cancelled.instance.terminal_state == "cancelling"
+    rows = {r.rowKey: r for r in cancelled.instance.subworkflows}
+    assert rows["A1"].outcome == "succeeded"
+    assert all(rows[s].observed and rows[s].observed.cancelling for s in ("A2", "A3"))
+    assert (await engine.get_instance(holds["A2"])).currentStage == "releasing"
+    handlers = import_module(str(EXAMPLES / "handlers.py"))
+    handlers.register(engine)
+    released = handlers.RELEASED
+    await heartbeat(engine)  # the worker runs the release-seat effects
+    done = await engine.get_instance(booking.id_)
+    assert done.terminal_state == "cancelled" and done.cancelReason == "the event was called off"
+    assert {r.rowKey: r.outcome for r in done.subworkflows} == {
+        "A1": "succeeded", "A2": "cancelled", "A3": "cancelled"}
+    assert sorted(released) == ["A2", "A3"]
+    await assert_repaired(engine)
