@@ -1,11 +1,12 @@
 """``kinflow cohort PARENT ACTIVITY [--status S] [--fire ACT/ACTION [--params JSON] |
---abort | --redrive]``: a cohort's counts and a page of its rows, optionally after a bulk
+--cancel | --abort | --redrive]``: a cohort's counts and a page of its rows, optionally after a bulk
 verb on the rows ``--status`` selects (all rows without it).
 
 On the lake directly it reads what the ``cohort`` query reads (the parent's
 summary and only the chunks of the page, schema/cohort_page.py) and runs the
 verb on the engine; with ``--url`` it sends that query and the verb's
-mutation (``fireCohort``, ``abortCohort``, ``redriveCohort``: operator role).
+mutation (``fireCohort``, ``cancelCohort``, ``abortCohort``, ``redriveCohort``:
+operator role).
 """
 
 from __future__ import annotations
@@ -113,22 +114,22 @@ class BulkVerb:
     """The bulk verb a ``kinflow cohort`` call runs before printing: its mutation's name
     and, for ``--fire``, the child's activity, action and params."""
 
-    op: str  # redriveCohort | fireCohort | abortCohort
+    op: str  # redriveCohort | fireCohort | cancelCohort | abortCohort
     child_activity: str | None = None
     action: str | None = None
     params: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
-        return {"redriveCohort": "redrive", "fireCohort": "fire",
+        return {"redriveCohort": "redrive", "fireCohort": "fire", "cancelCohort": "cancel",
                 "abortCohort": "abort"}[self.op]
 
 
-def parse_verb(fire: str | None, params: str | None, abort: bool, redrive: bool
-               ) -> BulkVerb | None:
+def parse_verb(fire: str | None, params: str | None, cancel: bool, abort: bool,
+               redrive: bool) -> BulkVerb | None:
     """The verb the options ask for (at most one); ``invalid-input`` otherwise."""
-    chosen = [name for name, on in (("--fire", fire is not None), ("--abort", abort),
-                                    ("--redrive", redrive)) if on]
+    chosen = [name for name, on in (("--fire", fire is not None), ("--cancel", cancel),
+                                    ("--abort", abort), ("--redrive", redrive)) if on]
     if len(chosen) > 1:
         raise InvalidInput(f"{' and '.join(chosen)} cannot be combined; give one",
                            argument=chosen[1])
@@ -138,6 +139,8 @@ def parse_verb(fire: str | None, params: str | None, abort: bool, redrive: bool
         return BulkVerb("redriveCohort")
     if abort:
         return BulkVerb("abortCohort")
+    if cancel:
+        return BulkVerb("cancelCohort")
     if fire is None:
         return None
     activity, _, action = fire.partition("/")
@@ -179,6 +182,8 @@ async def bulk_on(backend: Backend, verb: BulkVerb, parent_id: str, activity: st
                                           actor=CLI_ACTOR)
     elif verb.op == "abortCohort":
         result = await engine.abort_cohort(parent_id, activity, where=where, actor=CLI_ACTOR)
+    elif verb.op == "cancelCohort":
+        result = await engine.cancel_cohort(parent_id, activity, where=where, actor=CLI_ACTOR)
     else:
         result = await engine.redrive_cohort(parent_id, activity, where=where,
                                              actor=CLI_ACTOR)
@@ -233,6 +238,10 @@ def cohort(
                                          "first, and print what it did."),
     params: str | None = typer.Option(None, "--params", metavar="JSON",
                                       help="The fired action's params, a JSON object."),
+    cancel: bool = typer.Option(False, "--cancel",
+                                help="Cancel the matching children gracefully first (without "
+                                     "--status this closes the cohort), and print what it "
+                                     "did."),
     abort: bool = typer.Option(False, "--abort",
                                help="Abort the matching children first (without --status "
                                     "this closes the cohort), and print what it did."),
@@ -247,7 +256,7 @@ def cohort(
 ) -> None:
     """A cohort's counts and rows (rowKey, status, outcome, outputs, child)."""
     statuses = run_sync_parse(lambda: parse_statuses(status))
-    verb = run_sync_parse(lambda: parse_verb(fire, params, abort, redrive))
+    verb = run_sync_parse(lambda: parse_verb(fire, params, cancel, abort, redrive))
 
     async def work() -> tuple[dict[str, Any] | None, dict[str, Any]]:
         async with open_backend(url, token) as backend:

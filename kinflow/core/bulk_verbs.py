@@ -16,8 +16,9 @@ each verb does to a row and plans the parent's commits around it:
   commit (the existing abort drain carries it out, crash-safe through
   ``owesAborts``) and skips each matching queued row as ABORTED.
 * ``cancelCohort`` does the same with a graceful cancel: each matching live
-  row is asked to cancel (``cancel.request_child_cancel``) and queued rows are
-  skipped as CANCELLED.
+  row is owed a cancel request (``cancellation.request_row``: the cancel
+  drain asks its child, crash-safe through ``owesCancels``) and queued rows
+  are skipped as CANCELLED.
 
 A cancel or abort with no filter also **closes** the cohort: its first batch
 commit stamps ``closedAt`` on the cohort's setting and skips every queued row
@@ -30,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kinflow.core import bulk, outcomes, window
+from kinflow.core import bulk, cancellation, outcomes, window
 from kinflow.core.commit import Commit
 from kinflow.core.context import PlanContext
 from kinflow.core.errors import ActionDisabled
@@ -39,7 +40,14 @@ from kinflow.core.inputs import check_key, check_text, check_value
 from kinflow.core.ledger import is_replay, remember
 from kinflow.core.mutation import Mutation
 from kinflow.core.rows import replace_row
-from kinflow.core.state import AbortPending, BulkCall, CohortWindow, Instance, ResolvedRow
+from kinflow.core.state import (
+    AbortPending,
+    BulkCall,
+    CohortWindow,
+    Instance,
+    ResolvedRow,
+    SubworkflowEntry,
+)
 from kinflow.errors import InvalidInput, KinflowError
 
 FIRE = "fireCohort"
@@ -242,7 +250,7 @@ def plan_end_batch(state: Instance, call: CohortCall, keys: list[str], ctx: Plan
         row = m.subworkflows[place] if place is not None else None
         derived = bulk.row_key(call.key, key)
         if place is None or row is None or bulk.marked(row, ctx, derived, call.op) \
-                or row.resolved is not None or row.abortPending is not None:
+                or not endable(row, call.op):
             batch.result.skipped += 1 if key in own else 0
             continue
         _end_row(m, ctx, call, place)
@@ -253,6 +261,14 @@ def plan_end_batch(state: Instance, call: CohortCall, keys: list[str], ctx: Plan
     if batch.result.applied:
         commit.cascade_once()
     return commit.finish(result=batch)
+
+
+def endable(row: SubworkflowEntry, op: str) -> bool:
+    """A row an abort or cancel still acts on: live (or queued), not condemned, not let go
+    by ``onCancel: detach``; for a cancel, not already asked to cancel (an abort of a
+    cancelling child wins)."""
+    return row.resolved is None and row.abortPending is None and not row.detached \
+        and (op == ABORT or row.cancelPending is None)
 
 
 def _end_row(m: Instance, ctx: PlanContext, call: CohortCall, place: int) -> None:
@@ -270,7 +286,7 @@ def _end_row(m: Instance, ctx: PlanContext, call: CohortCall, place: int) -> Non
             replace_row(m, place, abortReason=ABORT_REASON,
                         abortPending=AbortPending(at=ctx.now_iso, reason=reason))
         return
-    raise NotImplementedError("cancelCohort waits for the cancel lane's core function")
+    cancellation.request_row(m, ctx, place, reason)  # a queued row is skipped CANCELLED
 
 
 # ---- closing ----

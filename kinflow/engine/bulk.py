@@ -21,9 +21,10 @@ rows still unmarked. Without a caller key the call draws one and records it
 the same way, so its batches stay exactly-once whoever finishes them.
 
 ``fireCohort`` (core/bulk_verbs.py) is shaped differently: its rows' children
-are separate instances, so a batch fires each child in the child's own
-commit (a few at once, ``FIRE_CONCURRENCY``), keyed by the derived key in the
-child's ledger, then marks the batch's rows in one commit of the parent. The
+are separate instances, so a batch fires each child with its own fenced
+update, keyed by the derived key in the child's ledger (the batch's children
+in ``FIRE_TRANSACTIONS`` lake transactions), then marks the batch's rows in
+one commit of the parent. The
 call is recorded on the parent before the first child is fired, so a crash
 among the children's commits leaves it owed too; a retry skips marked rows
 without asking their child, and a child fired but not yet marked replays.
@@ -39,18 +40,24 @@ from typing import TYPE_CHECKING, Any
 from kinflow.core import bulk, bulk_verbs, verbs
 from kinflow.core import redrive as redriving
 from kinflow.core.context import Actor, PlanContext
+from kinflow.core.errors import InstanceNotFound
 from kinflow.core.mutation import Mutation
-from kinflow.core.state import BulkCall, Instance
+from kinflow.core.state import INSTANCE_TYPE, BulkCall, Instance, parse_instance
 from kinflow.engine import ids
 from kinflow.engine.transact import heavy
 from kinflow.errors import KinflowError
 
 if TYPE_CHECKING:
+    from pymongo.asynchronous.client_session import AsyncClientSession
+
     from kinflow.engine.driving import Driver
     from kinflow.engine.transact import Transactor
 
+FIRE_TRANSACTIONS = 4
+"""Lake transactions a ``fireCohort`` batch's children are fired in, at once: a
+transaction per child would pay a transaction's commit (a flush to disk) per child."""
 FIRE_CONCURRENCY = 8
-"""Children of a ``fireCohort`` batch fired at once (each its own commit)."""
+"""Fired children driven to rest (hops, propagation) at once."""
 
 
 class BulkRunner:
@@ -201,40 +208,81 @@ class BulkRunner:
     async def _fire_children(self, targets: list[bulk_verbs.Target],
                              call: bulk_verbs.CohortCall, actor: Actor,
                              result: bulk.BulkResult) -> list[str]:
-        """Fire on each target's child, ``FIRE_CONCURRENCY`` at once; the row keys whose
-        child took the fire (in this call or an earlier one under the same key)."""
-        gate = asyncio.Semaphore(FIRE_CONCURRENCY)
+        """Fire on each target's child, every child its own fenced update, the batch in
+        ``FIRE_TRANSACTIONS`` lake transactions at once; the row keys whose child took the
+        fire (in this call or an earlier one under the same key)."""
+        size = max(1, -(-len(targets) // FIRE_TRANSACTIONS))
+        parts = [targets[i:i + size] for i in range(0, len(targets), size)]
+        fired = await asyncio.gather(*(self._fire_part(part, call, actor) for part in parts))
         took: list[str] = []
-
-        async def one(target: bulk_verbs.Target) -> None:
-            async with gate:
-                verb = verbs.FireAction(call.child_activity or "", call.action or "",
-                                        call.params, bulk.row_key(call.key, target.row_key))
-                try:
-                    mutation = await self.transact.commit(
-                        target.child_id, lambda s, c: verbs.plan_fire_action(s, verb, c),
-                        verb="fireAction", actor=actor)
-                except KinflowError as error:
-                    if bulk_verbs.not_eligible(error):
-                        result.skipped += 1
-                    else:
-                        result.refusals.append(bulk.BulkRefusal(
-                            target.child_id, target.row_key, error.code, str(error)))
-                    return
-                took.append(target.row_key)
-                if mutation.replay:
+        done: list[Mutation] = []
+        for target, outcome in (pair for part in fired for pair in part):
+            if isinstance(outcome, KinflowError):
+                if bulk_verbs.not_eligible(outcome):
                     result.skipped += 1
                 else:
-                    result.applied += 1
+                    result.refusals.append(bulk.BulkRefusal(
+                        target.child_id, target.row_key, outcome.code, str(outcome)))
+                continue
+            took.append(target.row_key)
+            if outcome.replay:
+                result.skipped += 1
+            else:
+                result.applied += 1
+                done.append(outcome)
+        gate = asyncio.Semaphore(FIRE_CONCURRENCY)
+
+        async def rest(mutation: Mutation) -> None:
+            async with gate:
+                await self.transact.after_commit(mutation)
                 try:  # the fire is committed: a cascade that stops is the heartbeat's
                     await self.driver.cascade(mutation, actor)
                 except KinflowError:
                     pass
 
-        async with asyncio.TaskGroup() as group:
-            for target in targets:
-                group.create_task(one(target))
+        await asyncio.gather(*(rest(m) for m in done))
         return took
+
+    async def _fire_part(self, targets: list[bulk_verbs.Target], call: bulk_verbs.CohortCall,
+                         actor: Actor) -> list[tuple[bulk_verbs.Target, Mutation | KinflowError]]:
+        """One lake transaction firing on ``targets``' children: each child read, planned
+        (``plan_fire_action`` under its derived key) and written like a verb's commit; a
+        child that refuses is left untouched and its refusal returned in its place."""
+        t = self.transact
+        outcomes: list[tuple[bulk_verbs.Target, Mutation | KinflowError]] = []
+
+        async def callback(session: AsyncClientSession) -> None:
+            outcomes.clear()  # a write conflict runs the whole transaction again
+            now = t.clock()
+            found = await t.lake.get_many([x.child_id for x in targets], dataset=t.dataset,
+                                          session=session)
+            for target in targets:
+                document = found.get(target.child_id)
+                if document is None or document.get("_type") != INSTANCE_TYPE:
+                    outcomes.append((target, InstanceNotFound(
+                        f"no instance {target.child_id!r}", instanceId=target.child_id)))
+                    continue
+                state = parse_instance(document)
+                if state.rowCount:
+                    await t.rows.attach(state, session)
+                verb = verbs.FireAction(call.child_activity or "", call.action or "",
+                                        call.params, bulk.row_key(call.key, target.row_key))
+
+                def fire(ctx: PlanContext, state: Instance = state,
+                         verb: verbs.FireAction = verb) -> Mutation:
+                    return verbs.plan_fire_action(state, verb, ctx)
+
+                try:
+                    mutation: Mutation = await t.plan(fire, actor, session, now)
+                    if mutation.dirty:
+                        await t.write(mutation, state.rev_, session, now)
+                except KinflowError as error:
+                    outcomes.append((target, error))
+                    continue
+                outcomes.append((target, mutation))
+
+        await t.lake.transaction(callback, verb="fireAction")
+        return list(outcomes)
 
     async def _end(self, parent_id: str, call: bulk_verbs.CohortCall, actor: Actor
                    ) -> bulk.BulkResult:

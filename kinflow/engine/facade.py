@@ -18,9 +18,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from kinflow.core import verbs
-from kinflow.core.cancel import CancelInstance, plan_cancel
 from kinflow.core.bulk import BulkResult, CohortFilter
 from kinflow.core.bulk_verbs import ABORT as ABORT_COHORT
+from kinflow.core.bulk_verbs import CANCEL as CANCEL_COHORT
+from kinflow.core.cancel import CancelInstance, plan_cancel
 from kinflow.core.context import Actor, Limits
 from kinflow.core.errors import InstanceNotFound
 from kinflow.core.gates import Verdict
@@ -255,6 +256,16 @@ class Engine:
         closes the cohort (core/bulk_verbs.py)."""
         await self.ensure_ready()
         return await self.bulk.end(ABORT_COHORT, parent_id, activity, where, reason,
+                                   idempotency_key, actor or Actor.system())
+
+    async def cancel_cohort(self, parent_id: str, activity: str, *,
+                            where: CohortFilter | None = None, reason: str | None = None,
+                            idempotency_key: str | None = None,
+                            actor: Actor | None = None) -> BulkResult:
+        """Gracefully cancel each matching child of the activity's cohort; without
+        ``where`` it also closes the cohort (core/bulk_verbs.py)."""
+        await self.ensure_ready()
+        return await self.bulk.end(CANCEL_COHORT, parent_id, activity, where, reason,
                                    idempotency_key, actor or Actor.system())
 
     async def reset_activity(self, instance_id: str, activity: str, *, to: str = "active",

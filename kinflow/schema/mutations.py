@@ -146,6 +146,24 @@ class Mutation:
             instance_id, reason=reason, idempotency_key=idempotency_key, actor=actor,
         ))  # fmt: skip
 
+    @strawberry.mutation(description="Cancel gracefully: the instance turns CANCELLING, leaves "
+                         "its stage, asks its children per their spawn's onCancel (cancel by "
+                         "default), runs its cancelStage if it declares one, and becomes "
+                         "CANCELLED once that stage finished and every child row settled "
+                         "(aborted instead after cancelTimeoutSeconds). A finished instance is "
+                         "refused with action-disabled.")
+    async def cancel_instance(
+        self,
+        info: KInfo,
+        instance_id: strawberry.ID,
+        reason: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> OperationResult:
+        actor = info.context.require("operator", "cancelInstance")
+        return _result(await info.context.engine.cancel_instance(
+            instance_id, reason=reason, idempotency_key=idempotency_key, actor=actor,
+        ))  # fmt: skip
+
     @strawberry.mutation(description="Change a cohort's window or failure budget. Raising "
                          "maxActive starts queued rows at once; lowering it lets running "
                          "children finish. A failureBudget (count N or percent P) already "
@@ -218,6 +236,25 @@ class Mutation:
     ) -> BulkResult:
         actor = info.context.require("operator", "abortCohort")
         return BulkResult.of(await info.context.engine.abort_cohort(
+            check_document_id(parent_id), activity,
+            where=where.to_core() if where is not None else None, reason=reason,
+            idempotency_key=idempotency_key, actor=actor))
+
+    @strawberry.mutation(description="Gracefully cancel each matching child of the cohort "
+                         "(its cancel stage runs) and skip its matching queued rows as "
+                         "CANCELLED; without where it also closes the cohort (a later spawn "
+                         "into it is refused with cohort-closed).")
+    async def cancel_cohort(
+        self,
+        info: KInfo,
+        parent_id: strawberry.ID,
+        activity: str,
+        where: CohortFilter | None = None,
+        reason: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> BulkResult:
+        actor = info.context.require("operator", "cancelCohort")
+        return BulkResult.of(await info.context.engine.cancel_cohort(
             check_document_id(parent_id), activity,
             where=where.to_core() if where is not None else None, reason=reason,
             idempotency_key=idempotency_key, actor=actor))

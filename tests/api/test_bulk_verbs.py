@@ -92,3 +92,19 @@ def test_abort_cohort_without_a_filter_closes_it(secured: TestClient) -> None:
     assert error_code(refused) == "cohort-closed"
     assert refused["errors"][0]["extensions"]["details"]["closedBy"] == "abortCohort"
     assert rows(secured, parent_id)[0]["total"] == 3
+
+
+def test_cancel_cohort_without_a_filter_closes_it(secured: TestClient) -> None:
+    parent_id = cohort(secured, "a0", "a1", "a2", max_active=2)
+    cancel = """mutation($p: ID!) { cancelCohort(parentId: $p, activity: "translate",
+      reason: "not needed", idempotencyKey: "api-cancel") { matched applied skipped } }"""
+    assert error_code(gql(secured, cancel, {"p": parent_id},
+                          token="view-token-for-tests")) == "forbidden"
+    result = data(gql(secured, cancel, {"p": parent_id}, token=OP))["cancelCohort"]
+    assert result == {"matched": 3, "applied": 3, "skipped": 0}
+    found, seen = rows(secured, parent_id)
+    assert found["closed"] is True and found["queued"] == 0
+    assert {(r["status"], r["outcome"]) for r in seen.values()} == {("CANCELLED", "cancelled")}
+    assert error_code(gql(secured, TOP_UP, {"i": parent_id}, token=OP)) == "cohort-closed"
+    replay = data(gql(secured, cancel, {"p": parent_id}, token=OP))["cancelCohort"]
+    assert replay == {"matched": 3, "applied": 0, "skipped": 3}

@@ -130,9 +130,21 @@ def test_cohort_fires_and_aborts_across_a_cohort(cli_env: str, tmp_path: Path) -
     refused(["fire", parent, "translate", "top-up"], "cohort-closed")
 
 
+def test_cohort_cancels_across_a_cohort(cli_env: str, tmp_path: Path) -> None:
+    parent = bulk_cohort(tmp_path=tmp_path, names=("r0", "r1", "r2", "r3", "r4"))
+    status, output = invoke("cohort", parent, "translate", "--cancel")
+    assert status == 0, output
+    assert "cancel: matched 5  applied 5  skipped 0  refused 0" in output, output
+    assert "cancelled 5" in output and "queued 0" in output, output
+    assert {s for s, _ in rows_of(output).values()} == {"CANCELLED"}
+    refused(["fire", parent, "translate", "top-up"], "cohort-closed")
+
+
 def test_cohort_refuses_a_bad_verb_before_anything(cli_env: str) -> None:
     assert "--abort" in refused(["cohort", "instance.x", "translate", "--redrive", "--abort"],
                                 "invalid-input")
+    refused(["cohort", "instance.x", "translate", "--cancel", "--fire", "task/nudge"],
+            "invalid-input")
     refused(["cohort", "instance.x", "translate", "--fire", "nudge"], "invalid-input")
     refused(["cohort", "instance.x", "translate", "--fire", "task/nudge", "--params", "[1]"],
             "invalid-input")

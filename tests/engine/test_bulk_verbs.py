@@ -243,3 +243,37 @@ async def test_refusals_of_the_whole_call_apply_nothing(engine: Engine) -> None:
     docs = await children(engine, p.id_)
     assert nudged(docs["a0"]) == 0
     assert rows(await engine.get_instance(p.id_))["a0"]["status"] == "active"
+
+
+async def test_cancel_without_a_filter_closes_the_cohort(engine: Engine) -> None:
+    p = await begin(engine, "a0", "a1", "a2", "a3", max_active=2)
+    result = await engine.cancel_cohort(p.id_, "translate", reason="not needed",
+                                        idempotency_key="cancel-all")
+    assert (result.matched, result.applied, result.skipped, result.refusals) == (4, 4, 0, [])
+    parent = await engine.get_instance(p.id_)
+    seen = rows(parent)
+    assert {k: (r["status"], r["outcome"]) for k, r in seen.items()} == \
+        {f"a{i}": ("cancelled", "cancelled") for i in range(4)}
+    docs = await children(engine, p.id_)
+    assert set(docs) == {"a0", "a1"}  # the queued rows never got a child
+    assert all(doc.get("cancelledAt") and not doc.get("abortedAt") for doc in docs.values())
+    [setting] = parent.cohorts or []
+    assert setting.closedAt and setting.closedBy == "cancelCohort"
+    with pytest.raises(CohortClosed):
+        await engine.fire_action(p.id_, "translate", "top-up")
+    replay = await engine.cancel_cohort(p.id_, "translate", reason="not needed",
+                                        idempotency_key="cancel-all")
+    assert (replay.matched, replay.applied, replay.skipped) == (4, 0, 4)
+    await assert_repaired(engine)
+
+
+async def test_cancel_with_a_filter_cancels_only_the_matching_children(engine: Engine) -> None:
+    p = await begin(engine, "a0", "a1", "a2")
+    result = await engine.cancel_cohort(p.id_, "translate",
+                                        where=CohortFilter(row_keys=("a0", "a2")))
+    assert (result.matched, result.applied) == (2, 2)
+    parent = await engine.get_instance(p.id_)
+    assert {k: r["status"] for k, r in rows(parent).items()} == \
+        {"a0": "cancelled", "a1": "active", "a2": "cancelled"}
+    assert not (parent.cohorts or []) or parent.cohorts[0].closedAt is None
+    await assert_repaired(engine)

@@ -35,12 +35,14 @@ MUTATIONS: dict[str, str] = {
     "completeEffect": "completeEffect(instanceId: \"i\", effectKey: \"k\", status: DONE) "
                       "{ changed }",
     "abortInstance": "abortInstance(instanceId: \"i\") { changed }",
+    "cancelInstance": "cancelInstance(instanceId: \"i\") { changed }",
     "tick": "tick(instanceId: \"i\") { changed }",
     "updateCohort": "updateCohort(parentId: \"i\", activity: \"a\", maxActive: 2) { total }",
     "redriveCohort": "redriveCohort(parentId: \"i\", activity: \"a\") { applied }",
     "fireCohort": "fireCohort(parentId: \"i\", activity: \"a\", childActivity: \"c\", "
                   "action: \"b\") { applied }",
     "abortCohort": "abortCohort(parentId: \"i\", activity: \"a\") { applied }",
+    "cancelCohort": "cancelCohort(parentId: \"i\", activity: \"a\") { applied }",
     "setStage": "setStage(instanceId: \"i\", stage: \"s\") { changed }",
     "resetActivity": "resetActivity(instanceId: \"i\", activity: \"a\") { changed }",
     "putDocument": "putDocument(document: {_id: \"evil\", _type: \"article\"})",
