@@ -77,6 +77,10 @@ def _at(doc: Doc) -> DateTime:
     return DateTime(str(doc.get("_updatedAt") or doc.get("lastChangedAt") or ""))
 
 
+# an instance changes no more once here; a CANCELLING one still runs its cancel stage
+TERMINAL = (InstanceStatus.COMPLETED, InstanceStatus.ABORTED, InstanceStatus.CANCELLED)
+
+
 def _kind(before: InstanceStatus | None, after: InstanceStatus) -> str:
     if after is not before and after is not InstanceStatus.ACTIVE:
         return after.value
@@ -193,7 +197,7 @@ class Subscription:
                 kind = "snapshot" if event.kind == "snapshot" else _kind(status, after)
                 status = after
                 yield InstanceEvent(kind=kind, instance=WorkflowInstance(doc=doc), at=_at(doc))
-                if after is not InstanceStatus.ACTIVE:
+                if after in TERMINAL:
                     return  # its terminal event (or a finished snapshot) is its last
 
     @strawberry.subscription(
@@ -307,7 +311,7 @@ class Subscription:
                     members[doc["_id"]] = after
                 else:
                     members.pop(doc["_id"], None)
-                if before is after and after is not InstanceStatus.ACTIVE:
+                if before is after and after in TERMINAL:
                     continue  # bookkeeping after its terminal event: no `changed` after it
                 yield InstanceEvent(kind=kind, instance=WorkflowInstance(doc=doc), at=_at(doc))
 

@@ -459,7 +459,9 @@ class OperationResult:
 
 @strawberry.type
 class InstanceEvent:
-    kind: str = strawberry.field(description='"snapshot" | "changed" | "completed" | "aborted"')
+    kind: str = strawberry.field(
+        description='"snapshot" | "changed" | "completed" | "aborted" | "cancelling" | "cancelled"'
+    )
     instance: WorkflowInstance
     at: DateTime
 
@@ -467,7 +469,7 @@ class InstanceEvent:
 @strawberry.type
 class ChildEvent:
     kind: str = strawberry.field(
-        description='"snapshot" | "spawned" | "changed" | "completed" | "aborted"'
+        description='"snapshot" | "spawned" | "changed" | "completed" | "aborted" | "cancelled"'
     )
     parent_id: strawberry.ID
     row: Subworkflow

@@ -72,3 +72,23 @@ def test_cancel_instance_needs_the_operator_role(secured: TestClient) -> None:
     assert error_code(refused) == "forbidden"
     allowed = gql(secured, CANCEL, {"i": booking_id}, token="op-token-for-tests")
     assert data(allowed)["cancelInstance"]["instance"]["status"] == "CANCELLING"
+
+
+def test_instance_changed_follows_cancelling_until_cancelled(client: TestClient) -> None:
+    """CANCELLING is not an end: the subscription goes on until CANCELLED, then completes."""
+    booking_id, holds = booking(client)
+    with socket(client) as ws:
+        op = ws.subscribe("subscription($i: ID!) { instanceChanged(id: $i) { kind "
+                          "instance { status } } }", {"i": booking_id})  # fmt: skip
+        assert ws.next()["data"]["instanceChanged"]["kind"] == "snapshot"
+        data(gql(client, CANCEL, {"i": booking_id}))
+        seen = [ws.next()["data"]["instanceChanged"]]
+        for child in holds.values():
+            [effect] = data(gql(client, INSTANCE, {"i": child}))["instance"]["pendingEffects"]
+            data(gql(client, """mutation($i: ID!, $k: String!) { completeEffect(instanceId: $i,
+                effectKey: $k, status: DONE) { changed } }""", {"i": child, "k": effect["key"]}))
+        while seen[-1]["instance"]["status"] != "CANCELLED":
+            seen.append(ws.next()["data"]["instanceChanged"])
+        assert ws.receive() == {"id": op, "type": "complete"}  # the terminal event is the last
+    assert seen[0] == {"kind": "cancelling", "instance": {"status": "CANCELLING"}}
+    assert seen[-1] == {"kind": "cancelled", "instance": {"status": "CANCELLED"}}

@@ -48,14 +48,16 @@ def test_queued_rows_outcomes_budget_and_a_redrive_of_the_selection(
     parent, children = translation(api, ["de", "fr", "es"])
     open_page(page, api, OPERATOR, f"focus={parent}")
 
-    # The window holds two; the third row waits, drawn as queued, and has no checkbox.
+    # The window holds two; the third row waits, drawn as queued. Live and queued rows can be
+    # selected (cancel and abort apply to them), but none is redrivable yet.
     page.wait_for_selector(row("es", '[data-status="queued"]'))
     page.wait_for_selector(chip(page, "translate", "queued", 1))
     page.wait_for_selector(f'{COHORT} .window[data-max-active="2"][data-queued="1"]')
     page.wait_for_selector(f'{COHORT} .budget[data-used="0"][data-count="1"]')
-    assert page.locator(row("es", " input.pick")).count() == 0
+    assert page.locator(row("es", " input.pick")).count() == 1
     assert shown_keys(page) == ["de", "fr", "es"]  # forEach order, not alphabetical
-    assert page.locator(f"{COHORT} .redrive-selected").count() == 0  # nothing to redrive yet
+    page.click(f"{COHORT} .pick-all")  # every redrivable row: none yet
+    page.wait_for_selector(f'{COHORT} .redrive-selected[disabled]:has-text("(0)")')
     shot(page, "50-cohort-window-queued")
 
     # fr fails (within the budget of one), de succeeds with its word count: es starts.

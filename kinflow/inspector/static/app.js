@@ -10,24 +10,27 @@ import { clientFor, GraphQLError, tokenStore } from "./gql.js";
 import { coalesce, fill, h, when } from "./dom.js";
 import { VirtualList } from "./vlist.js";
 import { PARKED_QUERY, parkedList, parkedNotice, TICK_MUTATION } from "./parked.js";
+import { canApply, eligibleKeys, pickable, verbForm, verbToolbar, VERBS } from "./cohortverbs.js";
 
 // ---- operations ---------------------------------------------------------
 
 const INSTANCE = "id definition version status currentStage lastChangedAt";
 const ROW = `rowKey activity action definition current status stage condemned childId spawnedAt
-  outcome outputs outputsError attempt previousChildIds abortReason`;
-const COUNTS = `activity total active done aborted queued failed settled maxActive
+  outcome outputs outputsError attempt previousChildIds abortReason cancelling`;
+const COUNTS = `activity total active done aborted queued cancelled failed settled maxActive closed
   budget { count percent used exceeded }`;
 /** Rows read per request: a large cohort is read page by page (Cohort.page). */
 const PAGE_ROWS = 500;
 /** Rows the tree holds of one cohort at most; past it, the section says how many it shows. */
 const MAX_ROWS = 20000;
-const DETAIL = `${INSTANCE} startedAt completedAt abortedAt fields
+const DETAIL = `${INSTANCE} startedAt completedAt abortedAt cancellingAt cancelledAt cancelReason fields
   parent { id definition }
   activities { name status firedActions }
   availableActions { activity action enabled reason params }
   pendingEffects { key name claimed queuedAt }
   history(last: 10) { type at data }`;
+
+const BULK_RESULT = "matched applied skipped refusals { childId rowKey code message }";
 
 const Q = {
   definitions: `query { definitions { name title version lifecycle document } }`,
@@ -46,8 +49,17 @@ const Q = {
     cohort(parentId: $id, activity: $activity) { ${COUNTS}
       page(first: ${PAGE_ROWS}, after: $after) { nodes { ${ROW} } pageInfo { hasNextPage endCursor } } } }`,
   redrive: `mutation Redrive($id: ID!, $activity: String!, $where: CohortFilter, $key: String) {
-    redriveCohort(parentId: $id, activity: $activity, where: $where, idempotencyKey: $key) {
-      matched applied skipped refusals { childId rowKey code message } } }`,
+    redriveCohort(parentId: $id, activity: $activity, where: $where, idempotencyKey: $key) { ${BULK_RESULT} } }`,
+  fireCohort: `mutation FireCohort($id: ID!, $activity: String!, $where: CohortFilter, $childActivity: String!,
+      $action: String!, $params: JSON, $key: String) {
+    fireCohort(parentId: $id, activity: $activity, where: $where, childActivity: $childActivity, action: $action,
+      params: $params, idempotencyKey: $key) { ${BULK_RESULT} } }`,
+  cancelCohort: `mutation CancelCohort($id: ID!, $activity: String!, $where: CohortFilter, $reason: String, $key: String) {
+    cancelCohort(parentId: $id, activity: $activity, where: $where, reason: $reason, idempotencyKey: $key) { ${BULK_RESULT} } }`,
+  abortCohort: `mutation AbortCohort($id: ID!, $activity: String!, $where: CohortFilter, $reason: String, $key: String) {
+    abortCohort(parentId: $id, activity: $activity, where: $where, reason: $reason, idempotencyKey: $key) { ${BULK_RESULT} } }`,
+  cancel: `mutation Cancel($id: ID!, $reason: String, $key: String) {
+    cancelInstance(instanceId: $id, reason: $reason, idempotencyKey: $key) { changed instance { ${DETAIL} } } }`,
   detail: `query Detail($id: ID!) { instance(id: $id) { ${DETAIL} } }`,
   fire: `mutation Fire($id: ID!, $activity: String!, $action: String!, $params: JSON, $key: String) {
     fireAction(instanceId: $id, activity: $activity, action: $action, params: $params, idempotencyKey: $key) {
@@ -151,13 +163,31 @@ function spawnsOf(document) {
   return spawns;
 }
 
+/**
+ * The actions a caller may fire on an instance of the definition, in any stage:
+ * those without a `when` (the engine fires the others itself). fireCohort offers these.
+ */
+function callableActionsOf(document) {
+  const found = new Map();
+  for (const stage of document.stages || []) {
+    for (const activity of stage.activities || []) {
+      for (const action of activity.actions || []) {
+        if (action.when !== undefined && action.when !== null) continue;
+        const key = `${activity.name}/${action.name}`;
+        if (!found.has(key)) found.set(key, { activity: activity.name, action: action.name, stage: stage.name });
+      }
+    }
+  }
+  return [...found.values()];
+}
+
 async function loadDefinitions() {
   const data = await client.request(Q.definitions);
   state.defs.clear();
   for (const def of data.definitions) {
     const doc = def.document || {};
     state.defs.set(def.name, { title: def.title, lifecycle: def.lifecycle, spawns: spawnsOf(doc),
-      failureStages: failureStagesOf(doc) });
+      failureStages: failureStagesOf(doc), callable: callableActionsOf(doc) });
   }
   const current = el.defSelect.value;
   fill(
@@ -354,7 +384,8 @@ function stopFocus() {
 async function openFocus(id) {
   if (state.focus && state.focus.id === id && !state.focus.error) return;
   stopFocus();
-  state.focus = { id, instance: null, ancestors: [], cohorts: new Map(), error: null, loading: true };
+  state.focus = { id, instance: null, ancestors: [], cohorts: new Map(), error: null, loading: true,
+    loads: new Set() }; // loads: the live events seen by each cohort read in flight
   renderTree();
   let data;
   try {
@@ -411,13 +442,18 @@ async function openFocus(id) {
 async function loadCohorts(focus) {
   let found;
   focus.cohortsLoading = true;
+  // Live events that arrive while the pages are read may be newer than what the pages
+  // say: they are kept aside and applied again on top of the pages, in their order.
+  const arrived = { rows: [], counts: new Map() };
+  focus.loads.add(arrived);
   try {
     found = await fetchCohorts(focus.id, allSpawning(focus.instance.definition));
   } catch (error) {
     showError(error, "cohorts");
     return;
   } finally {
-    focus.cohortsLoading = false;
+    focus.loads.delete(arrived);
+    focus.cohortsLoading = focus.loads.size > 0;
   }
   if (state.focus !== focus) return;
   const here = spawningActivities(focus.instance);
@@ -433,7 +469,11 @@ async function loadCohorts(focus) {
     cohort.loaded = true;
     cohort.truncated = truncated;
     for (const row of rows) putRow(cohort, row);
-    for (const key of [...cohort.picked]) if (!redrivable(cohort.byKey.get(key))) cohort.picked.delete(key);
+    for (const row of arrived.rows) {
+      if (row.activity === activity && (row.current || cohort.rows.has(row.childId))) putRow(cohort, row);
+    }
+    if (arrived.counts.has(activity)) cohort.counts = arrived.counts.get(activity);
+    for (const key of [...cohort.picked]) if (!pickableRow(cohort.byKey.get(key))) cohort.picked.delete(key);
   }
 }
 
@@ -458,8 +498,12 @@ function putRow(cohort, row) {
 
 /** A finished row whose child failed, was aborted or cancelled: redriveCohort may start it again. */
 function redrivable(row) {
-  return Boolean(row && row.current && ["DONE", "ABORTED", "CANCELLED"].includes(row.status) &&
-    ["failed", "aborted", "cancelled"].includes(outcomeOf(row)));
+  return Boolean(row) && canApply("redrive", row, outcomeOf(row));
+}
+
+/** A row of the visit that spawned it some cohort verb applies to (live, or redrivable). */
+function pickableRow(row) {
+  return Boolean(row) && pickable(row, outcomeOf(row));
 }
 
 function ensureCohort(activity) {
@@ -474,8 +518,9 @@ function ensureCohort(activity) {
     place: new Map(), // rowKey -> its place in registry order
     order: [],
     filter: "",
-    picked: new Set(), // rowKeys ticked for a redrive
-    bulk: null, // {busy} or the last BulkResult, shown under the header
+    picked: new Set(), // rowKeys ticked for a cohort verb
+    bulk: null, // {busy: verb} while a verb is out, then {verb, label, result}: its BulkResult
+    form: null, // the open verb form: {verb, el, count}
     list: new VirtualList({
       rowHeight: ROW_HEIGHT,
       maxRows: 14,
@@ -489,6 +534,7 @@ function ensureCohort(activity) {
       next: (d) => {
         if (state.focus !== focus) return;
         cohort.counts = d.cohortChanged;
+        for (const load of focus.loads) load.counts.set(activity, d.cohortChanged);
         scheduleTree();
       },
       error: (error) => showError(error, `live cohort ${activity}`),
@@ -499,6 +545,7 @@ function ensureCohort(activity) {
 
 /** Insert or update one registry row of the focus (an older visit's row never joins). */
 function applyRow(focus, row) {
+  for (const load of focus.loads) load.rows.push(row);
   const cohort = ensureCohort(row.activity);
   if (!row.current && !cohort.rows.has(row.childId)) return;
   putRow(cohort, row);
@@ -591,10 +638,10 @@ function outputsText(row) {
 
 function pickBox(row) {
   const cohort = state.focus && state.focus.cohorts.get(row.activity);
-  if (!cohort || !redrivable(row)) return h("span.pick");
+  if (!cohort || !pickableRow(row)) return h("span.pick");
   return h("input.pick", {
     type: "checkbox",
-    title: "select for a redrive",
+    title: "select for a cohort verb (redrive, fire, cancel, abort)",
     "aria-label": `select ${row.rowKey}`,
     checked: cohort.picked.has(row.rowKey),
     onclick: (event) => {
@@ -617,11 +664,15 @@ function renderTreeRow(item) {
   const selected = state.selected && state.selected.id === row.childId;
   const outputs = outputsText(row);
   const attempt = row.attempt || 1;
+  // A cancelling child's row is still ACTIVE (its cleanup runs): drawn apart from plain active ones.
+  const cancelling = Boolean(row.cancelling) && status === "active";
   return h(
     `div.tnode.depth-${item.depth}`,
     {
-      class: `tnode depth-${item.depth} status-row-${status} outcome-${outcome}${selected ? " selected" : ""}${row.condemned ? " condemned" : ""}`,
-      dataset: { childId: row.childId, rowKey: row.rowKey, status, outcome, attempt: String(attempt) },
+      class: `tnode depth-${item.depth} status-row-${status} outcome-${outcome}${selected ? " selected" : ""}` +
+        `${row.condemned ? " condemned" : ""}${cancelling ? " cancelling" : ""}`,
+      dataset: { childId: row.childId, rowKey: row.rowKey, status, outcome, attempt: String(attempt),
+        cancelling: String(cancelling) },
       title: row.childId,
       onclick: () => go(state.focus.id, row.childId),
       ondblclick: () => go(row.childId),
@@ -642,7 +693,7 @@ function renderTreeRow(item) {
         )
       : h("span.toggle"),
     item.depth === 1 ? pickBox(row) : null,
-    badge(status),
+    cancelling ? h("span.badge.status-cancelling", { dataset: { status: "cancelling" }, title: "active: running its cancel stage" }, "cancelling") : badge(status),
     h("span.rowkey", row.rowKey),
     h("span.stage", status === "queued" ? "waiting" : row.stage || ""),
     row.condemned ? h("span.flag", "abort owed") : null,
@@ -660,7 +711,7 @@ function renderTreeRow(item) {
 
 function miniCounts(sub) {
   let done = 0;
-  for (const r of sub.rows.values()) if (r.status !== "ACTIVE") done += 1;
+  for (const r of sub.rows.values()) if (r.status !== "ACTIVE" && r.status !== "QUEUED") done += 1;
   return `${done}/${sub.rows.size} settled`;
 }
 
@@ -673,10 +724,11 @@ function progress(counts) {
       role: "progressbar",
       "aria-valuemin": "0",
       "aria-valuemax": String(total),
-      "aria-valuenow": String(counts.done + counts.aborted),
+      "aria-valuenow": String(counts.done + counts.aborted + (counts.cancelled || 0)),
     },
     h("div.seg.done", { style: { width: pct(counts.done) } }),
     h("div.seg.aborted", { style: { width: pct(counts.aborted) } }),
+    h("div.seg.cancelled", { style: { width: pct(counts.cancelled || 0) } }),
     h("div.seg.active", { style: { width: pct(counts.active) } }),
   );
 }
@@ -712,67 +764,81 @@ function limits(c) {
   return parts;
 }
 
-/** The redrive toolbar: the selection, its button, and the last call's BulkResult. */
-function redriveBar(cohort) {
-  const picked = [...cohort.picked];
-  const bulk = cohort.bulk;
-  const result = bulk && bulk.result;
-  return h(
-    "div.redrive",
-    h("button.redrive-selected", {
-      type: "button",
-      disabled: !picked.length || Boolean(bulk && bulk.busy),
-      title: "redriveCohort: a new attempt for each selected failed or aborted row",
-      onclick: () => redriveSelected(cohort),
-    }, `Redrive selected (${picked.length})`),
-    h("button.pick-all", {
-      type: "button",
-      title: "select every failed, aborted or cancelled row of this visit",
-      onclick: () => {
-        for (const row of cohort.rows.values()) if (redrivable(row)) cohort.picked.add(row.rowKey);
-        scheduleTree();
-      },
-    }, "select all failed"),
-    picked.length ? h("button.clear-picked", { type: "button", onclick: () => { cohort.picked.clear(); scheduleTree(); } }, "clear") : null,
-    bulk && bulk.busy ? h("span.dim", "redriving…") : null,
-    result
-      ? h("span.bulk-result", {
-          role: "status",
-          dataset: { matched: String(result.matched), applied: String(result.applied), skipped: String(result.skipped),
-            refused: String(result.refusals.length) },
-        },
-        `matched ${result.matched} · applied ${result.applied} · skipped ${result.skipped} · refused ${result.refusals.length}`,
-        result.refusals.length
-          ? h("ul.refusals", result.refusals.map((r) =>
-              h("li", { dataset: { rowKey: r.rowKey, code: r.code } }, h("strong", r.rowKey), ` ${r.code}: ${r.message}`)))
-          : null)
-      : null,
-  );
+/** The verb toolbar of a cohort, wired to this page. */
+function cohortToolbar(cohort) {
+  return verbToolbar(cohort, outcomeOf, {
+    verb: (verb) => (verb === "redrive" ? runVerb(cohort, "redrive", {}) : openVerbForm(cohort, verb)),
+    pickFailed: () => {
+      for (const row of cohort.rows.values()) if (redrivable(row)) cohort.picked.add(row.rowKey);
+      scheduleTree();
+    },
+    clear: () => {
+      cohort.picked.clear();
+      scheduleTree();
+    },
+  });
 }
 
-async function redriveSelected(cohort) {
+/** Open (or close, when it is open) the form of fire, cancel or abort on the selection. */
+function openVerbForm(cohort, verb) {
+  if (cohort.form && cohort.form.verb === verb) {
+    cohort.form = null;
+    scheduleTree();
+    return;
+  }
+  const definitions = new Set();
+  for (const key of eligibleKeys(cohort, verb, outcomeOf)) definitions.add(cohort.byKey.get(key).definition);
+  const actions = [];
+  const seen = new Set();
+  for (const name of definitions) {
+    const def = state.defs.get(name);
+    for (const a of def ? def.callable : []) {
+      const key = `${a.activity}/${a.action}`;
+      if (!seen.has(key)) actions.push(a);
+      seen.add(key);
+    }
+  }
+  cohort.form = verbForm(verb, actions, {
+    submit: (values) => runVerb(cohort, verb, values),
+    close: () => {
+      cohort.form = null;
+      scheduleTree();
+    },
+    error: (error) => showError(error, `${verb} ${cohort.activity}`),
+  });
+  scheduleTree();
+}
+
+/** Send one cohort verb for the selected rows it applies to, show its BulkResult, reload. */
+async function runVerb(cohort, verb, values) {
   const focus = state.focus;
-  const rowKeys = [...cohort.picked];
+  const rowKeys = eligibleKeys(cohort, verb, outcomeOf);
   if (!rowKeys.length) return;
-  cohort.bulk = { busy: true, result: cohort.bulk && cohort.bulk.result };
+  const base = { id: focus.id, activity: cohort.activity, where: { rowKeys }, key: freshKey() };
+  const label = verb === "fire" ? `fire ${values.childActivity} › ${values.action}` : verb;
+  cohort.bulk = { ...(cohort.bulk || {}), busy: label };
   scheduleTree();
   try {
-    const data = await client.request(Q.redrive, {
-      id: focus.id,
-      activity: cohort.activity,
-      where: { rowKeys },
-      key: crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random()}`,
-    });
-    cohort.bulk = { busy: false, result: data.redriveCohort };
-    cohort.picked.clear();
+    let result;
+    if (verb === "redrive") result = (await client.request(Q.redrive, base)).redriveCohort;
+    else if (verb === "fire") result = (await client.request(Q.fireCohort, { ...base, ...values })).fireCohort;
+    else if (verb === "cancel") result = (await client.request(Q.cancelCohort, { ...base, reason: values.reason })).cancelCohort;
+    else result = (await client.request(Q.abortCohort, { ...base, reason: values.reason })).abortCohort;
+    cohort.bulk = { busy: null, verb, label, result };
+    cohort.form = null;
+    for (const key of rowKeys) cohort.picked.delete(key);
   } catch (error) {
     cohort.bulk = null;
-    showError(error, `redrive ${cohort.activity}`);
+    showError(error, `${VERBS[verb].button.toLowerCase()} of ${cohort.activity}`);
   }
   if (state.focus === focus) {
-    await loadCohorts(focus); // the redriven rows have new children
+    await loadCohorts(focus); // new attempts, aborted or cancelling children, rows skipped
     scheduleTree();
   }
+}
+
+function freshKey() {
+  return crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random()}`;
 }
 
 /**
@@ -783,8 +849,11 @@ function renderCohort(cohort) {
   if (!cohort.section) {
     cohort.header = h("header");
     cohort.bar = h("div.bar");
+    cohort.tools = h("div.tools");
+    cohort.formSlot = h("div.form-slot"); // refilled only when the form changes: typing survives live redraws
     cohort.body = h("div.body");
-    cohort.section = h("section.cohort", { dataset: { activity: cohort.activity } }, cohort.header, cohort.bar, cohort.body);
+    cohort.section = h("section.cohort", { dataset: { activity: cohort.activity } },
+      cohort.header, cohort.bar, cohort.tools, cohort.formSlot, cohort.body);
   }
   // A live count may arrive while the rows are still being read: show the rows' own
   // counts until they are in, so counts and rows never disagree on screen.
@@ -811,16 +880,25 @@ function renderCohort(cohort) {
     cohort.header,
     h("h3", "cohort ", h("span.mono", cohort.activity)),
     h("span.counts", chip("queued", c.queued || 0), chip("active", c.active), chip("done", c.done),
-      chip("aborted", c.aborted), chip("failed", c.failed || 0)),
+      chip("aborted", c.aborted), chip("cancelled", c.cancelled || 0), chip("failed", c.failed || 0)),
     limits(c),
     h("span.total", h("span.n", String(c.total)), " total", c.settled ? " · settled" : "",
       cohort.truncated ? ` · showing the first ${cohort.rows.size}` : ""),
     finishedVisit(cohort) ? h("span.visit.dim", { title: "the parent has left the stage visit that spawned these" }, "finished visit") : null,
+    c.closed ? h("span.closed", { title: "a cancel or abort of the whole cohort closed it: no row joins it any more" }, "closed") : null,
   );
   cohort.section.dataset.visit = finishedVisit(cohort) ? "finished" : "current";
   let offer = Boolean(cohort.bulk) || cohort.picked.size > 0;
-  if (!offer) for (const row of cohort.rows.values()) if (redrivable(row)) { offer = true; break; }
-  fill(cohort.bar, progress(c), offer ? redriveBar(cohort) : null);
+  if (!offer) for (const row of cohort.rows.values()) if (pickableRow(row)) { offer = true; break; }
+  fill(cohort.bar, progress(c));
+  fill(cohort.tools, offer ? cohortToolbar(cohort) : null);
+  const form = cohort.form;
+  if (form) {
+    fill(form.count, String(eligibleKeys(cohort, form.verb, outcomeOf).length));
+    if (cohort.formSlot.firstChild !== form.el) fill(cohort.formSlot, form.el);
+  } else if (cohort.formSlot.firstChild) {
+    cohort.formSlot.replaceChildren();
+  }
   const items = treeItems(cohort);
   cohort.list.setItems(items);
   if (items.length) {
@@ -892,7 +970,8 @@ const scheduleTree = coalesce(renderTree);
 async function openSelected(id) {
   if (state.selected && state.selected.id === id && !state.selected.error) return;
   if (state.subs.selected) state.subs.selected();
-  const selected = { id, instance: null, error: null, form: null, busy: false, note: "", parked: null };
+  const selected = { id, instance: null, error: null, form: null, busy: false, note: "", parked: null,
+    confirmCancel: false };
   state.selected = selected;
   loadSelectedParking(selected);
   renderDetail();
@@ -938,7 +1017,7 @@ async function fire(verdict, params) {
       activity: verdict.activity,
       action: verdict.action,
       params: params || null,
-      key: crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random()}`,
+      key: freshKey(),
     });
     const result = data.fireAction;
     if (state.selected === selected) {
@@ -1101,6 +1180,79 @@ function renderActions(instance, selected) {
   );
 }
 
+/**
+ * Graceful cancellation of the selected instance: a Cancel button while it is ACTIVE
+ * (confirmed in a small form, with an optional reason), and what a cancellation did.
+ */
+function renderCancel(instance, selected) {
+  if (instance.status === "CANCELLING") {
+    return h("p.cancel-state", { dataset: { status: "cancelling" } },
+      h("strong", "Cancelling"), ` since ${when(instance.cancellingAt)}`,
+      instance.cancelReason ? ` · ${instance.cancelReason}` : "",
+      h("span.dim", " — its cancel stage and its children's cleanup run; it turns cancelled when they end"));
+  }
+  if (instance.status === "CANCELLED") {
+    return h("p.cancel-state", { dataset: { status: "cancelled" } },
+      h("strong", "Cancelled"), ` ${when(instance.cancelledAt)}`,
+      instance.cancelReason ? ` · ${instance.cancelReason}` : "");
+  }
+  if (instance.status !== "ACTIVE") return null;
+  if (!selected.confirmCancel) {
+    return h("div.lifecycle", h("button.cancel-instance", {
+      type: "button",
+      disabled: selected.busy,
+      title: "cancelInstance: leave the stage, cancel the children, run the cancel stage (an operator's)",
+      onclick: () => {
+        selected.confirmCancel = true;
+        renderDetail();
+      },
+    }, "Cancel instance…"));
+  }
+  const form = h(
+    "form.cancel-confirm",
+    {
+      onsubmit: (event) => {
+        event.preventDefault();
+        cancelSelected(selected, form.elements.reason.value.trim() || null);
+      },
+    },
+    h("p", "Cancel this instance? It leaves its stage, its children are asked to cancel, and its cancel " +
+      "stage runs if it declares one. It cannot be resumed."),
+    h("label", h("span", "Reason (optional)"), h("input", { name: "reason", autocomplete: "off" })),
+    h("div.buttons",
+      h("button.primary.confirm-cancel", { type: "submit", disabled: selected.busy }, "Cancel instance"),
+      h("button.keep", {
+        type: "button",
+        onclick: () => {
+          selected.confirmCancel = false;
+          renderDetail();
+        },
+      }, "Keep running")),
+  );
+  return form;
+}
+
+async function cancelSelected(selected, reason) {
+  selected.busy = true;
+  selected.note = "cancelling…";
+  renderDetail();
+  try {
+    const data = await client.request(Q.cancel, { id: selected.id, reason, key: freshKey() });
+    const result = data.cancelInstance;
+    if (state.selected === selected) {
+      selected.instance = result.instance;
+      selected.note = `cancel requested: ${result.instance.status.toLowerCase()}`;
+    }
+  } catch (error) {
+    showError(error, "cancel");
+    if (state.selected === selected) selected.note = `cancel refused (${error.code})`;
+  } finally {
+    selected.busy = false;
+    selected.confirmCancel = false;
+    renderDetail();
+  }
+}
+
 function renderDetail() {
   const selected = state.selected;
   if (!selected) {
@@ -1112,8 +1264,9 @@ function renderDetail() {
     fill(el.detail, selected.error ? h("p.placeholder", `Could not open ${selected.id}.`) : h("p.dim", "loading…"));
     return;
   }
-  // Keep a half-filled params form across live redraws.
+  // Keep a half-filled params (or cancel) form across live redraws.
   const keep = el.detail.querySelector("form.params");
+  const keepCancel = el.detail.querySelector("form.cancel-confirm");
   const isFocus = state.focus && state.focus.id === instance.id;
   fill(
     el.detail,
@@ -1126,6 +1279,7 @@ function renderDetail() {
         h("span.stage-name", { dataset: { stage: instance.currentStage } }, "stage ", h("strong", instance.currentStage)),
         h("span.mono.dim", instance.id)),
       parkedNotice(selected.parked, () => tickNow(selected)),
+      renderCancel(instance, selected),
       h("div.nav",
         isFocus ? null : h("button", { type: "button", onclick: () => go(instance.id) }, "Show its family tree"),
         instance.parent
@@ -1157,6 +1311,13 @@ function renderDetail() {
   if (keep) {
     const fresh = el.detail.querySelector(`form.params[data-action="${CSS.escape(keep.dataset.action)}"]`);
     if (fresh) fresh.replaceWith(keep);
+  }
+  if (keepCancel) {
+    const fresh = el.detail.querySelector("form.cancel-confirm");
+    if (fresh) {
+      keepCancel.querySelector("button.confirm-cancel").disabled = selected.busy;
+      fresh.replaceWith(keepCancel);
+    }
   }
 }
 const scheduleDetail = coalesce(renderDetail);
