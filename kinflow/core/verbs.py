@@ -125,10 +125,19 @@ def plan_hop(state: Instance, ctx: PlanContext,
 
 def plan_observe(state: Instance, ctx: PlanContext,
                  observations: list[Observation]) -> Mutation:
-    """Stamp rows from observations only (the drain's stamp; no hop)."""
+    """Stamp rows from observations only (the drain's stamp; no hop).
+
+    A row it resolves on a live instance may open a gate (``abortCohort`` with a
+    filter condemns rows without leaving the stage), so the hop is then owed:
+    ``nextEvaluationAt`` is now, and the next hop or the heartbeat runs it."""
     commit = Commit(state, ctx, engine=True)
+    live = sum(1 for row in commit.m.subworkflows if row.resolved is None)
     clears = apply_observations(commit.m, ctx, observations)
-    return commit.finish(clears=clears)
+    mutation = commit.finish(clears=clears)
+    m = mutation.instance
+    if not m.terminal and sum(1 for row in m.subworkflows if row.resolved is None) < live:
+        m.nextEvaluationAt = ctx.now_iso
+    return mutation
 
 
 # ---- fire_action ----

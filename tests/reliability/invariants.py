@@ -32,6 +32,7 @@ class Ledger:
 
     histories: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     children: dict[str, str] = field(default_factory=dict)
+    closed: dict[tuple[str, str, str], int] = field(default_factory=dict)  # rows when closed
     checks: int = 0
     rounds: int = 0
 
@@ -40,16 +41,21 @@ class Ledger:
         if not ok:
             raise InvariantViolation(message)
 
-    async def check(self, engine: Engine, rng: random.Random, sample: int = 8) -> None:
+    async def check(self, engine: Engine, rng: random.Random, sample: int = 8
+                    ) -> dict[str, Instance]:
+        """Every invariant over every instance; returns the instances it read."""
         docs = await engine.lake.find({"_type": "kinflow.instance"})
         instances = {str(d["_id"]): parse_instance(await engine.assemble(d)) for d in docs}
         self._registries(instances)
         self._children(instances)
         self._hints_and_gates(instances)
         self._cancellations(instances)
+        self._closed_cohorts(instances)
+        self._keyed_fires(instances)
         self._history(instances)
         await self._ticks(engine, instances, rng, sample)
         self.rounds += 1
+        return instances
 
     def _registries(self, instances: dict[str, Instance]) -> None:
         """One child per row identity; condemned rows resolved; terminal children stamped."""
@@ -87,7 +93,8 @@ class Ledger:
             parent = instances.get(child.parentInstance)
             self.expect(parent is not None, f"{child.id_}: parent {child.parentInstance} gone")
             assert parent is not None
-            self.expect(any(r.child_id == child.id_ for r in parent.subworkflows),
+            self.expect(any(r.child_id == child.id_ or child.id_ in (r.previousChildIds or ())
+                            for r in parent.subworkflows),  # or a redriven row's earlier attempt
                         f"{child.id_}: not in the registry of {parent.id_}")
         for child_id, parent_id in self.children.items():
             found = instances.get(child_id)
@@ -102,6 +109,7 @@ class Ledger:
             self.expect(instance.propagateTo is None, f"{instance.id_} owes its parent a stamp")
             self.expect(not instance.owesAborts, f"{instance.id_} owes aborts")
             self.expect(not instance.materialising, f"{instance.id_} still materialising")
+            self.expect(not instance.owesBulk, f"{instance.id_} owes a bulk call's batches")
             entry = instance.open_entry()
             if instance.terminal or entry is None:
                 continue
@@ -133,6 +141,37 @@ class Ledger:
                     self.expect(child.cancelledAt is not None or child.abortedAt is not None,
                                 f"{parent.id_}: row {row.rowKey} cancelled, child "
                                 f"{child.id_} is {child.terminal_state}")
+
+    def _closed_cohorts(self, instances: dict[str, Instance]) -> None:
+        """A cohort a cancel or abort closed stays closed and never gains a row."""
+        for parent in instances.values():
+            for cohort in parent.cohorts or []:
+                if cohort.closedAt is None:
+                    continue
+                rows = sum(1 for r in parent.subworkflows if r.activity == cohort.activity
+                           and r.stageEntry == cohort.stageEntry)
+                known = self.closed.setdefault((parent.id_, cohort.activity, cohort.stageEntry),
+                                               rows)
+                self.expect(rows <= known, f"{parent.id_}: closed cohort {cohort.activity} grew "
+                                           f"from {known} to {rows} rows")
+        for parent_id, activity, entry in self.closed:
+            found = instances.get(parent_id)
+            self.expect(found is not None and any(
+                c.activity == activity and c.stageEntry == entry and c.closedAt is not None
+                for c in found.cohorts or []), f"{parent_id}: closed cohort {activity} reopened")
+
+    def _keyed_fires(self, instances: dict[str, Instance]) -> None:
+        """An action fired under an idempotency key (a caller's, or a bulk call's derived
+        ``<key>:<rowKey>``) was applied once: one caller-fired ``actionFired`` in the
+        commit that recorded the key."""
+        for instance in instances.values():
+            fired = Counter(h["at"] for h in instance.history
+                            if h.get("_type") == "actionFired" and not h.get("triggered"))
+            for request in instance.processedRequests:
+                if request.op == "fireAction":
+                    self.expect(fired[request.processedAt] <= 1,
+                                f"{instance.id_}: key {request.key} fired "
+                                f"{fired[request.processedAt]} actions")
 
     def _history(self, instances: dict[str, Instance]) -> None:
         """Each history starts with everything it held last time."""

@@ -1,12 +1,21 @@
-"""Kill rounds: start the driver, SIGKILL it at a random moment, repair, check.
+"""Kill rounds: start the driver, SIGKILL it at a random moment or a fault point, repair,
+check.
 
-The lake daemon is started here, once, and keeps running across every kill
-(only the driver dies), so whatever the driver committed stays committed and
-whatever it left half-done is the heartbeat's to finish. A driver killed in
-the middle of a transaction leaves that transaction open on the server; as
-``kinflow serve`` does when it starts (docs/reliability.md), the recovery
-step ends the dead process's sessions with ``killAllSessions`` before the
-heartbeat runs.
+Every other round (from the second on) the driver is told to SIGKILL itself at
+a fault point of a commit boundary, taken in turn from ``FAULT_POINTS``: the
+cancellation's and the bulk calls' (``before-cancel-children``,
+``before-cancel-stamp``, ``mid-bulk``) and the older ``before-propagation``
+and ``before-drain``; if it never gets there the test kills it after the
+round's delay like any other. The lake daemon is started here, once, and
+keeps running across every kill (only the driver dies), so whatever the
+driver committed stays committed and whatever it left half-done is the
+heartbeat's to finish. A driver killed in the middle of a transaction leaves
+that transaction open on the server; as ``kinflow serve`` does when it
+starts (docs/reliability.md), the recovery step ends the dead process's
+sessions with ``killAllSessions`` before the heartbeat runs. The driver
+journals its keyed operations in ``journal.ndjson`` (the next one retries
+what a kill cut) and the holds' cleanups log each run in ``cleanups.log``,
+both in the data directory; ``KillAudit`` reads them after every check.
 """
 
 from __future__ import annotations
@@ -17,16 +26,21 @@ import os
 import random
 import signal
 import sys
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kinflow.engine import Engine
 from kinflow.storage.embedded import EmbeddedLake
+from tests.reliability import cleanup_handler
 from tests.reliability.family import ROOT, Shape, definitions, open_lake
 from tests.reliability.invariants import Ledger, settle
+from tests.reliability.journal import Journal
+from tests.reliability.kill_audit import KillAudit
 
 READY_TIMEOUT = 60.0
+FAULT_POINTS = ("before-cancel-children", "mid-bulk", "before-cancel-stamp",
+                "before-propagation", "mid-bulk", "before-drain")
 
 
 @dataclass
@@ -37,6 +51,12 @@ class KillReport:
     repaired_items: int = 0
     instances: int = 0
     ledger: Ledger = field(default_factory=Ledger)
+    audit: KillAudit = field(default_factory=KillAudit)
+    at_points: Counter[str] = field(default_factory=Counter)  # the driver killed itself there
+    armed: Counter[str] = field(default_factory=Counter)  # rounds a point was armed
+    killed: set[int] = field(default_factory=set)  # pids of the drivers that died by SIGKILL
+    retries: int = 0  # operations a kill cut, run again with their key
+    ops: Counter[str] = field(default_factory=Counter)  # driver operations by kind
 
 
 class DriverFailed(AssertionError):
@@ -52,15 +72,25 @@ async def _pump(stream: asyncio.StreamReader, lines: deque[str], ready: asyncio.
             ready.set()
         elif line.startswith("op "):
             report.operations += 1
+            what = line.split(" ", 3)[-1] if line.startswith("op retry ") else \
+                line.split(" ", 2)[-1]
+            report.ops[what.split("(")[0].split(".")[0]] += 1
+            report.retries += line.startswith("op retry ")
+        elif line.startswith("killing at "):
+            report.at_points[line.removeprefix("killing at ")] += 1
 
 
 async def one_kill(uri: str, database: str, seed: int, shape: Shape, delay: float,
-                   report: KillReport) -> None:
-    """Run the driver, kill it ``delay`` seconds after it is ready (or let it finish)."""
+                   report: KillReport, files: tuple[Path, Path],
+                   point: tuple[str, int] | None = None) -> None:
+    """Run the driver, kill it ``delay`` seconds after it is ready (or let it finish, or
+    let it kill itself at ``point``, its fault point and the how-manieth time)."""
+    armed = [point[0], str(point[1])] if point else []
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tests.reliability.driver", uri, database, str(seed),
         str(shape.parents), str(shape.children), str(shape.grandchildren),
-        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        *(str(f) for f in files), *armed, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
     )
     lines: deque[str] = deque(maxlen=60)
@@ -72,10 +102,12 @@ async def one_kill(uri: str, database: str, seed: int, shape: Shape, delay: floa
         await asyncio.sleep(delay)
         if process.returncode is None:
             os.killpg(process.pid, signal.SIGKILL)
-            report.kills += 1
         await process.wait()
         await pump
-        if process.returncode != -signal.SIGKILL:
+        if process.returncode == -signal.SIGKILL:
+            report.kills += 1
+            report.killed.add(process.pid)
+        else:
             if process.returncode != 0:
                 tail = "\n".join(lines)
                 raise DriverFailed(f"driver exited {process.returncode}:\n{tail}")
@@ -96,17 +128,26 @@ async def run_kills(data_dir: Path, *, kills: int, shape: Shape, seed: int,
     uri = daemon.start()
     report = KillReport()
     lake = open_lake(uri, "kills")
+    journal, effect_log = data_dir / "journal.ndjson", data_dir / "cleanups.log"
     try:
         engine = Engine(lake)
+        cleanup_handler.register(engine, effect_log)  # the heartbeat runs cleanups too
         await engine.ensure_ready()
         await engine.deploy(definitions())
         for n in range(kills):
-            await one_kill(uri, "kills", seed * 1000 + n, shape, rng.uniform(0.05, max_delay),
-                           report)
+            point = None
+            if n % 2:
+                point = (FAULT_POINTS[(n // 2) % len(FAULT_POINTS)], rng.randint(1, 3))
+                report.armed[point[0]] += 1
+            delay = rng.uniform(0.05, max_delay) if point is None else max_delay * 2
+            await one_kill(uri, "kills", seed * 1000 + n, shape, delay, report,
+                           (journal, effect_log), point)
             if reap:
                 await lake.client.admin.command("killAllSessions", [])
             report.repaired_items += await settle(engine)
-            await report.ledger.check(engine, rng)
+            instances = await report.ledger.check(engine, rng)
+            report.audit.check(report.ledger, instances, Journal(journal), effect_log,
+                               report.killed)
         report.instances = await lake.count({"_type": "kinflow.instance"})
     finally:
         await lake.close()
