@@ -70,6 +70,12 @@ class Settings(BaseSettings):
     transaction_attempts: int = Field(
         default=12, description="Attempts of a transaction before it fails as a conflict."
     )
+    lake_transactions: int = Field(
+        default=0, ge=0,
+        description=("Transactions one process keeps open on the lake at once; 0 picks 4 on "
+                     "the embedded lake (more stall it, docs/performance.md) and no cap on "
+                     "MongoDB."),
+    )
     hub_queue_size: int = Field(
         default=1000, description="Events a subscriber may lag behind before it must resync."
     )

@@ -23,6 +23,7 @@ from kinflow.storage.keeper import LakeKeeper
 from kinflow.storage.lake import Lake
 from kinflow.storage.memory_guard import MemoryGuard, cache_mib_for
 from kinflow.storage.sessions import SessionLedger
+from kinflow.storage.slots import TransactionSlots
 
 
 @dataclass
@@ -83,6 +84,7 @@ async def open_lake(settings: Settings, *, database: str | None = None) -> LakeC
     )
     lake.indexes.extend(content_indexes(settings.content_indexes))
     lake.sessions = SessionLedger(lake)  # a survivor can end our transactions if we die
+    lake.slots = transaction_slots(settings, embedded=embedded is not None)
     try:
         await lake.ensure_dataset()
     except BaseException as exc:
@@ -104,6 +106,16 @@ async def open_lake(settings: Settings, *, database: str | None = None) -> LakeC
         guard = MemoryGuard(embedded, settings.embedded_memory_mb)
         guard.start()
     return LakeConnection(lake, uri, embedded, keeper, guard)
+
+
+EMBEDDED_TRANSACTIONS = 4  # open transactions per process on the embedded lake (slots.py)
+
+
+def transaction_slots(settings: Settings, *, embedded: bool) -> TransactionSlots | None:
+    """The cap on this process's open transactions: ``KINFLOW_LAKE_TRANSACTIONS``, or
+    by default a few on the embedded lake (more only stall it) and none on MongoDB."""
+    limit = settings.lake_transactions or (EMBEDDED_TRANSACTIONS if embedded else 0)
+    return TransactionSlots(limit) if limit else None
 
 
 def _redacted(uri: str) -> str:

@@ -34,6 +34,7 @@ from pymongo.errors import ConnectionFailure, InvalidOperation, PyMongoError
 from kinflow.errors import InvalidInput, LakeUnavailable
 from kinflow.gdr import check_dataset
 from kinflow.storage.indexes import BASE_INDEXES, IndexSpec
+from kinflow.storage.slots import TransactionSlots
 from kinflow.storage.transactions import run_transaction
 
 if TYPE_CHECKING:
@@ -93,6 +94,7 @@ class LakeDatabase:
     indexes: list[IndexSpec] = field(default_factory=lambda: list(BASE_INDEXES))
     side_indexes: dict[str, list[IndexSpec]] = field(default_factory=dict)
     sessions: SessionLedger | None = None  # set by open_lake: see kinflow.storage.sessions
+    slots: TransactionSlots | None = None  # set by open_lake: see kinflow.storage.slots
     _ready: set[str] = field(default_factory=set, repr=False)
 
     # -- datasets --------------------------------------------------------
@@ -200,6 +202,7 @@ class LakeDatabase:
                 deadline=self.operation_timeout,
                 on_retry=on_retry,
                 on_session=self.sessions.note if self.sessions is not None else None,
+                slots=self.slots,
             )
         except PyMongoError as exc:
             refusal = unavailable(exc, verb)

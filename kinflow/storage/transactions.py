@@ -22,14 +22,16 @@ than failing while its effect may already have run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pymongo
 from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
 from kinflow.errors import ConcurrentModification, KinflowError, LakeUnavailable, RevisionConflict
+from kinflow.storage.slots import NoSlot, TransactionSlots
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.client_session import AsyncClientSession
@@ -63,11 +65,14 @@ async def run_transaction(
     deadline: float = 30.0,
     on_retry: Callable[[int, BaseException], None] | None = None,
     on_session: Callable[[AsyncClientSession], Awaitable[None]] | None = None,
+    slots: TransactionSlots | None = None,
 ) -> T:
     """Run ``callback(session)`` inside a transaction; return its result after commit.
 
     ``on_session`` sees each session before its transaction starts (the session
     ledger records it, so a survivor can end the transaction should we die).
+    ``slots`` caps this process's open transactions (``kinflow.storage.slots``);
+    each attempt holds one slot, given back during the backoff.
     """
     last: BaseException | None = None
     loop = asyncio.get_running_loop()
@@ -78,19 +83,8 @@ async def run_transaction(
         if left <= 0:
             break
         try:
-            with pymongo.timeout(left):
-                async with client.start_session() as session:
-                    if on_session is not None:
-                        await on_session(session)
-                    await session.start_transaction()
-                    try:
-                        result = await callback(session)
-                    except BaseException:
-                        if session.in_transaction:
-                            await _abort_quietly(session)
-                        raise
-                    await _commit(session)
-                    return result
+            async with _slot(slots, left, verb):
+                return await _attempt(client, callback, on_session, end - loop.time())
         except RevisionConflict as exc:
             last = exc
             conflicts += 1
@@ -115,6 +109,43 @@ async def run_transaction(
         attempts=attempts,
         cause=type(last).__name__ if last else None,
     )
+
+
+async def _attempt(
+    client: AsyncMongoClient[Any],
+    callback: Callable[[AsyncClientSession], Awaitable[T]],
+    on_session: Callable[[AsyncClientSession], Awaitable[None]] | None,
+    left: float,
+) -> T:
+    """One attempt: a session, the callback in its transaction, the commit."""
+    with pymongo.timeout(max(left, 0.001)):
+        async with client.start_session() as session:
+            if on_session is not None:
+                await on_session(session)
+            await session.start_transaction()
+            try:
+                result = await callback(session)
+            except BaseException:
+                if session.in_transaction:
+                    await _abort_quietly(session)
+                raise
+            await _commit(session)
+            return result
+
+
+@contextlib.asynccontextmanager
+async def _slot(slots: TransactionSlots | None, within: float, verb: str
+                ) -> AsyncIterator[None]:
+    """A transaction slot for one attempt, or ``lake-unavailable`` when none comes free."""
+    if slots is None:
+        yield
+        return
+    try:
+        async with slots.held(within):
+            yield
+    except NoSlot as exc:
+        raise LakeUnavailable(f"the lake is busy: {exc}", verb=verb,
+                              cause="transaction-slots") from None
 
 
 def _unavailable(exc: PyMongoError, verb: str) -> LakeUnavailable:
