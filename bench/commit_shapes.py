@@ -127,6 +127,14 @@ async def run(uri: str, pid: int, seconds: float, tasks: int, spy: Path | None,
                                                    _fresh(ops), session=session)
                     assert result.matched_count == 1
 
+        async def txn_fam(doc_id: str) -> None:
+            async with client.start_session() as session:
+                async with await session.start_transaction():
+                    before = await coll.find_one_and_update(
+                        {"_id": doc_id}, _fresh(ops), projection={"_rev": 1},
+                        session=session)
+                    assert before is not None and before["_rev"] == "r0"
+
         async def plain(doc_id: str) -> None:
             await coll.find_one({"_id": doc_id})
             result = await coll.update_one({"_id": doc_id, "_rev": "r0"}, _fresh(ops))
@@ -147,6 +155,7 @@ async def run(uri: str, pid: int, seconds: float, tasks: int, spy: Path | None,
             print(f"a change stream is open and drained ({watch})")
         for label, shape in (("txn: find + update + commit", txn),
                              ("txn-rev: the same, _rev filter", txn_rev),
+                             ("txn-fam: findAndModify + commit", txn_fam),
                              ("plain: find + update", plain),
                              ("update only", update_only)):
             await measure(label, shape, queue, pid, seconds, tasks, spy)

@@ -58,6 +58,10 @@ FIRE_TRANSACTIONS = 4
 transaction per child would pay a transaction's commit (a flush to disk) per child."""
 FIRE_CONCURRENCY = 8
 """Fired children driven to rest (hops, propagation) at once."""
+MARK_BATCHES = 16
+"""``fireCohort`` batches whose rows are marked on the parent in one commit (and the last
+batch): each mark commit writes the parent while the fired children's propagation rounds
+write it too, so one per batch made the two retry each other's write conflicts."""
 
 
 class BulkRunner:
@@ -180,10 +184,10 @@ class BulkRunner:
                 state = (await t.commit(
                     parent_id, lambda s, c: bulk_verbs.plan_open(s, call, c),
                     verb=call.op, actor=actor)).instance
+            took: list[str] = []  # fired on, not yet marked on the parent
             for number, keys in enumerate(groups or [[]]):
                 if number:
                     t.faults.check("mid-bulk")
-                took: list[str] = []
                 if keys:
 
                     def targets(ctx: PlanContext, keys: list[str] = keys,
@@ -193,14 +197,17 @@ class BulkRunner:
 
                     chosen, skipped = await t.plan(targets, actor, None, t.clock())
                     result.skipped += skipped
-                    took = await self._fire_children(chosen, call, actor, result)
+                    took += await self._fire_children(chosen, call, actor, result)
                 last = number >= len(groups) - 1
+                if not last and (number + 1) % MARK_BATCHES:
+                    continue
 
                 def marks(s: Instance, ctx: PlanContext, took: list[str] = took,
                           last: bool = last) -> Mutation:
                     return bulk_verbs.plan_marks(s, call, took, ctx, last=last)
 
                 state = (await t.commit(parent_id, marks, verb=call.op, actor=actor)).instance
+                took = []
         finally:
             self.now.discard(parent_id)
         return result
