@@ -180,7 +180,8 @@ def redrive_row(m: Instance, ctx: PlanContext, place: int, derived: str
         ref = Ref(id=ctx.gdr(spawn.attempt_id(previous[0], attempt)), type=INSTANCE_TYPE)
     replace_row(m, place, ref=ref, queued=True, seed=handoff, handoff=None, resolved=None,
                 observed=None, outcome=None, outputs=None, outputsError=None,
-                abortPending=None, abortReason=None, attempt=attempt if attempt > 1 else None,
+                abortPending=None, abortReason=None, cancelPending=None, detached=None,
+                attempt=attempt if attempt > 1 else None,
                 previousChildIds=previous or None,
                 bulkKeys=bulk.with_mark(row, ctx, derived, OP))
     record(m, ctx, "subworkflowRedriven", activity=row.activity, instanceRef=ref.to_json(),

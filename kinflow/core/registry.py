@@ -13,6 +13,7 @@ parent).
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
@@ -24,8 +25,10 @@ from kinflow.core.state import Instance, StageEntry, SubworkflowEntry, parse_ins
 Doc = dict[str, Any]
 
 
-_VIEWS: dict[tuple[int, str | None], tuple[SubworkflowEntry, dict[str, Any]]] = {}
-_VIEWS_KEPT = 65_536
+_VIEWS: dict[int, tuple[weakref.ref[SubworkflowEntry], dict[str | None, dict[str, Any]]]] = {}
+"""Views by the id of their row object, alive exactly as long as the row (a weak
+reference's callback forgets them), so the memory they hold is that of the rows
+in use, never a growing cache."""
 
 
 def row_view(row: SubworkflowEntry, open_key: str | None) -> dict[str, Any]:
@@ -39,15 +42,25 @@ def row_view(row: SubworkflowEntry, open_key: str | None) -> dict[str, Any]:
     cohort then builds views only for the rows it changed (rendering every row
     was half of a round's planning, docs/performance.md).
     """
-    key = (id(row), open_key)
+    key = id(row)
     kept = _VIEWS.get(key)
-    if kept is not None and kept[0] is row:
-        return kept[1]
+    if kept is not None and kept[0]() is row:
+        views = kept[1]
+        view = views.get(open_key)
+        if view is None:
+            view = views[open_key] = _build_view(row, open_key)
+        return view
     view = _build_view(row, open_key)
-    if len(_VIEWS) >= _VIEWS_KEPT:
-        _VIEWS.clear()  # rebuilt on demand; the kept row keeps its id from being reused
-    _VIEWS[key] = (row, view)
+    _VIEWS[key] = (weakref.ref(row, _forgetter(key)), {open_key: view})
     return view
+
+
+def _forgetter(key: int) -> Any:
+    def forget(ref: weakref.ref[SubworkflowEntry]) -> None:
+        kept = _VIEWS.get(key)
+        if kept is not None and kept[0] is ref:
+            del _VIEWS[key]
+    return forget
 
 
 def _build_view(row: SubworkflowEntry, open_key: str | None) -> dict[str, Any]:
@@ -131,7 +144,10 @@ class Row:
 
 
 _CACHE: OrderedDict[tuple[str, str], list[Row]] = OrderedDict()
-_CACHE_SIZE = 512
+_CACHE_ROWS = 20_000
+"""Rows the registry cache holds at most, over all its revisions: bounded by rows, not
+revisions, since a 10,000-row parent's every revision is 10,000 rows."""
+_cached_rows = 0
 
 
 def registry_rows(parent: Doc) -> list[Row]:
@@ -148,9 +164,11 @@ def registry_rows(parent: Doc) -> list[Row]:
         return _CACHE[key]
     rows = _registry_rows(parent)
     if key is not None:
+        global _cached_rows
         _CACHE[key] = rows
-        if len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
+        _cached_rows += len(rows)
+        while _cached_rows > _CACHE_ROWS and len(_CACHE) > 1:
+            _cached_rows -= len(_CACHE.popitem(last=False)[1])
     return rows
 
 

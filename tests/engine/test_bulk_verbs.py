@@ -277,3 +277,21 @@ async def test_cancel_with_a_filter_cancels_only_the_matching_children(engine: E
         {"a0": "cancelled", "a1": "active", "a2": "cancelled"}
     assert not (parent.cohorts or []) or parent.cohorts[0].closedAt is None
     await assert_repaired(engine)
+
+
+async def test_a_cancelled_row_redriven_gets_a_live_new_attempt(engine: Engine) -> None:
+    """The new attempt must not inherit the old one's cancel request (the kill test found a
+    redriven row skipped as cancelled in the very commit that made it, naming a child that
+    was never created)."""
+    p = await begin(engine, "a0", "a1")
+    await engine.cancel_cohort(p.id_, "translate", where=CohortFilter(row_keys=("a0",)))
+    result = await engine.redrive_cohort(p.id_, "translate",
+                                         where=CohortFilter(row_keys=("a0",)))
+    assert (result.matched, result.applied) == (1, 1)
+    parent = await engine.get_instance(p.id_)
+    [row] = [r for r in parent.subworkflows if r.rowKey == "a0"]
+    assert (row.attempt, row.resolved, row.cancelPending) == (2, None, None)
+    child = await engine.lake.get(row.child_id)
+    assert child is not None and not child.get("cancelledAt") and not child.get("completedAt")
+    assert rows(parent)["a0"]["status"] == "active"
+    await assert_repaired(engine)
