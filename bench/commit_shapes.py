@@ -5,12 +5,15 @@ A child ``fireAction`` of the cohort benchmark commits as: find the child,
 transaction, fenced by the transaction's snapshot. This replays that exact
 write (captured from a real engine fire on a real child document) on copies
 of the child, with ``--tasks`` concurrent callers on distinct documents, in
-four shapes:
+five shapes:
 
 * ``txn``: find + update by ``_id`` + commit, in a transaction (the engine's);
 * ``txn, _rev filter``: the same with the update's filter fenced on ``_rev``
   too (the engine's shape before: the embedded lake then tries every index
   before its ``_id`` point lookup);
+* ``txn-fam``: one ``findAndModify`` by ``_id`` returning the document before
+  (its ``_rev`` would fence the plan) + commit: a round trip fewer, but the
+  embedded lake spends about 100 times the CPU on it;
 * ``plain``: find + update fenced on ``_rev``, no transaction (the update is
   atomic and fenced by itself; a miss is the same conflict);
 * ``update only``: the fenced update alone (the state already in memory).
