@@ -30,7 +30,7 @@ their maximum, and their CPU share. ``--json FILE`` writes all of it.
 ``--dump-dir`` (at most one pair per 2 s; see ``_stalls.py``).
 
     python bench/live.py [--clients 8] [--minutes 2] [--children 3] [--json FILE]
-                         [--stall-ms N [--dump-dir DIR]]
+                         [--stall-ms N [--dump-dir DIR]] [--env KINFLOW_X=VALUE ...]
 """
 
 from __future__ import annotations
@@ -92,7 +92,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="record operations slower than N ms; py-spy dumps while they wait")
     parser.add_argument("--dump-dir", type=Path, default=None, metavar="DIR",
                         help="where the py-spy dumps go (default: stall-dumps in the data dir)")
+    parser.add_argument("--env", action="append", default=[], metavar="KINFLOW_X=VALUE",
+                        help="a setting for the server, to compare against the defaults")
     args = parser.parse_args(argv)
+    if any("=" not in item or not item.startswith("KINFLOW_") for item in args.env):
+        parser.error("--env takes KINFLOW_X=VALUE")
     if args.dump_dir is not None and args.stall_ms is None:
         parser.error("--dump-dir needs --stall-ms")
     if min(args.clients, args.children) < 1 or args.minutes <= 0:
@@ -446,7 +450,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     data_dir = Path(tempfile.mkdtemp(prefix="kinflow-live-"))
     port = free_port()
-    process = launch_serve(data_dir, port, {"KINFLOW_EFFECT_HANDLERS": str(ORDERS)})
+    extra = dict(item.split("=", 1) for item in args.env)
+    process = launch_serve(data_dir, port, {"KINFLOW_EFFECT_HANDLERS": str(ORDERS), **extra})
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(base, process)
