@@ -32,7 +32,7 @@ from kinflow.core.state import Instance
 from kinflow.engine.indexes import INSTANCES
 from kinflow.engine.materialise import existing_ids
 from kinflow.engine.propagation import Propagator
-from kinflow.engine.transact import Planner, Transactor
+from kinflow.engine.transact import Gather, Planner, Transactor
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.client_session import AsyncClientSession
@@ -194,7 +194,18 @@ class Driver:
             except InstanceNotFound:
                 continue
             await self.drain_condemned(aborted.instance, actor, visited)
-        ids = [row.child_id for row in rows]
+        gather = self._observing([row.child_id for row in rows])
+        try:
+            stamped = await t.commit(instance.id_, verbs.plan_observe, verb="drain", actor=actor,
+                                     gather=gather)
+        except InstanceNotFound:
+            return instance
+        return stamped.instance
+
+    def _observing(self, ids: list[str]) -> Gather:
+        """A commit's read of ``ids`` in its transaction: one observation per child, a
+        missing one for a child that is gone (the drains' stamps resolve its row)."""
+        t = self.transact
 
         async def gather(state: Instance, session: AsyncClientSession) -> list[Observation]:
             found = await t.lake.find({"_id": {"$in": ids}}, dataset=t.dataset,
@@ -203,12 +214,7 @@ class Driver:
             return [Observation.of(by_id[i]) if i in by_id else Observation.missing(i)
                     for i in ids]
 
-        try:
-            stamped = await t.commit(instance.id_, verbs.plan_observe, verb="drain", actor=actor,
-                                     gather=gather)
-        except InstanceNotFound:
-            return instance
-        return stamped.instance
+        return gather
 
     async def drain_cancels(self, instance: Instance, actor: Actor) -> Instance:
         """Ask each child owed a cancel request to cancel (each through ``plan_cancel``,
@@ -238,15 +244,7 @@ class Driver:
                 continue  # gone or finished meanwhile: the stamp below resolves its row
             await self.cascade(told, actor, propagate=False)
         t.faults.check("before-cancel-stamp")
-        ids = [row.child_id for row in rows]
-
-        async def gather(state: Instance, session: AsyncClientSession) -> list[Observation]:
-            found = await t.lake.find({"_id": {"$in": ids}}, dataset=t.dataset,
-                                      session=session, projection=OBSERVATION_FIELDS)
-            by_id = {str(doc["_id"]): doc for doc in found}
-            return [Observation.of(by_id[i]) if i in by_id else Observation.missing(i)
-                    for i in ids]
-
+        gather = self._observing([row.child_id for row in rows])
         try:
             stamped = await t.commit(instance.id_, verbs.plan_hop, verb="cancelStamp",
                                      actor=actor, gather=gather)
