@@ -48,7 +48,8 @@ def definitions(children: int) -> list[dict[str, Any]]:
                 {"name": "all-packed", "when": GATE, "status": "done"}]}],
              "transitions": [{"name": "to-ready", "to": "ready"}]},
             {"name": "ready", "activities": [{"name": "ship", "actions": [
-                {"name": "ship", "status": "done", "effects": [{"name": "ship"}]}]}],
+                {"name": "ship", "status": "done", "effects": [{"name": "ship", "outputs": [
+                    {"name": "carrier", "type": "string"}]}]}]}],
              "transitions": [{"name": "to-shipped", "to": "shipped"}]},
             {"name": "shipped"},
         ],

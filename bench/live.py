@@ -356,6 +356,24 @@ def op_figures(figures: Figures) -> dict[str, dict[str, Any]]:
                  "errors": dict(figures.errors.get(op, {}))} for op in ops}
 
 
+EFFECTS = ("{'done': count(*[_type == 'kinflow.instance' && definition == 'order' "
+           "&& count(effectHistory[status == 'done']) > 0]), "
+           "'failed': count(*[_type == 'kinflow.instance' && definition == 'order' "
+           "&& count(effectHistory[status != 'done']) > 0]), "
+           "'pending': count(*[_type == 'kinflow.instance' && definition == 'order' "
+           "&& count(pendingEffects) > 0])}")
+
+
+async def effect_tally(http: httpx.AsyncClient) -> dict[str, Any]:
+    """The orders' ``ship`` effects once the load stopped: every one should have run
+    (a few may still wait for the worker's next pass)."""
+    answer = (await http.post("/graphql", json={
+        "query": "query($q: String!) { groq(query: $q) }", "variables": {"q": EFFECTS}})).json()
+    if answer.get("errors"):
+        return {"error": answer["errors"][0].get("message")}
+    return dict(answer["data"]["groq"])
+
+
 async def load(args: argparse.Namespace, base: str, data_dir: Path, api_pid: int,
                ) -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=base, timeout=60.0) as http:
@@ -385,6 +403,8 @@ async def load(args: argparse.Namespace, base: str, data_dir: Path, api_pid: int
     stop.set()
     await asyncio.gather(*background)
     resources.sample()
+    async with httpx.AsyncClient(base_url=base, timeout=300.0) as http:
+        effects = await effect_tally(http)
     rates = slices(figures.completed, args.minutes * 60)
     return {
         "settings": {"clients": args.clients, "minutes": args.minutes,
@@ -399,6 +419,7 @@ async def load(args: argparse.Namespace, base: str, data_dir: Path, api_pid: int
                      "max_ms": max(figures.delivery, default=0.0),
                      "kinds": dict(figures.delivered), "errors": dict(figures.delivery_errors)},
         "memory": resources.summary(loops_done),
+        "effects": effects,
         "stalls": {"py_spy": spy, "dump_dir": str(dump_dir) if watch.dumps else None,
                    "timeline": [s.as_json() for s in sorted(watch.timeline,
                                                              key=lambda s: s.start)],
@@ -426,6 +447,7 @@ def report(result: dict[str, Any], shown_stalls: int = 40) -> None:
     print(f"childCompleted delivery (arrival - event's at): {d['count']} events, "
           f"p50 {d['p50_ms']:.0f} ms, p99 {d['p99_ms']:.0f} ms, max {d['max_ms']:.0f} ms; "
           f"kinds {d['kinds'] or '-'}, errors {d['errors'] or '-'}")
+    print(f"ship effects after the load: {result['effects']}")
     for who, m in result["memory"].items():
         print(f"memory {who}: start {mib(m['start_mib'])}, minute 10 "
               f"{mib(m['minute_10_mib'])}, end {mib(m['end_mib'])}, max "

@@ -201,7 +201,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 log.warning("no API tokens configured: the API is open to every local caller")
             if settings.worker:
                 worker = Worker(engine, hub=hub, interval=settings.worker_interval,
-                                retention_days=settings.retention_days)
+                                retention_days=settings.retention_days,
+                                concurrency=settings.worker_concurrency)
                 worker_task = asyncio.create_task(worker.run(stop_worker), name="worker")
             yield
         finally:

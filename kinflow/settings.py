@@ -103,6 +103,9 @@ class Settings(BaseSettings):
         ),
     )
     worker_interval: float = Field(default=1.0, description="Seconds between heartbeat passes.")
+    worker_concurrency: int = Field(
+        default=8, ge=1,
+        description="Owed items (effects, ticks, repairs) one worker handles at once.")
     retention_days: int | None = Field(
         default=None, ge=1,
         description=(

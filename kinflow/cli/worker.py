@@ -36,7 +36,8 @@ async def run_worker(*, once: bool, interval: float | None) -> str | None:
     try:
         engine: Engine = build_engine(connection.lake, settings)
         if once:
-            report = await Worker(engine, retention_days=settings.retention_days).run_pass()
+            report = await Worker(engine, retention_days=settings.retention_days,
+                                  concurrency=settings.worker_concurrency).run_pass()
             counts = Counter(kind for kind, _ in report.processed)
             done = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "nothing"
             purged = report.purged.roots if report.purged else 0
@@ -44,7 +45,8 @@ async def run_worker(*, once: bool, interval: float | None) -> str | None:
                     f"{len(report.parked)} parked, {purged} families purged")
         stop = _stop_on_signals()
         worker = Worker(engine, hub=hub, interval=interval or settings.worker_interval,
-                        retention_days=settings.retention_days)
+                        retention_days=settings.retention_days,
+                        concurrency=settings.worker_concurrency)
         task = asyncio.create_task(_run(worker, hub, stop), name="worker")
         stopped = asyncio.create_task(stop.wait())
         await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)

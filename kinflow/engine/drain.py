@@ -2,6 +2,11 @@
 
 Handlers run outside any transaction; the claim (a commit of its own) is what
 keeps two drains from running one effect twice while its lease lasts.
+
+A handler is engine code, so what it returns is never refused: outputs that
+do not fit (too large, or not what the definition declares) fail the effect,
+saying why. Refusing them would leave the effect claimed, due again when its
+lease ends and refused again, for ever.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any, Protocol
 
 from kinflow.core.context import Actor, Limits
 from kinflow.core.effects import next_claimable
-from kinflow.core.errors import EffectNotFound, MissingEffectHandler
+from kinflow.core.errors import EffectNotFound, EffectOutputsInvalid, MissingEffectHandler
 from kinflow.core.inputs import bounded_outcome
 from kinflow.core.state import Instance
 from kinflow.errors import KinflowError
@@ -95,11 +100,17 @@ async def drain_effects(engine: EffectVerbs, instance_id: str, *, actor: Actor,
         outputs, status, error = bounded_outcome(outputs, status, error, limits)
         duration = int((time.monotonic() - started) * 1000)
         try:
-            await engine.complete_effect(
-                instance_id, pending.key_, status,
-                outputs=dict(outputs) if outputs else None, error=error,
-                duration_ms=duration, actor=actor,
-            )
+            try:
+                await engine.complete_effect(
+                    instance_id, pending.key_, status,
+                    outputs=dict(outputs) if outputs else None, error=error,
+                    duration_ms=duration, actor=actor,
+                )
+            except EffectOutputsInvalid as refused:
+                status = "failed"
+                _, _, error = bounded_outcome(None, status, undeclared(refused), limits)
+                await engine.complete_effect(instance_id, pending.key_, status, error=error,
+                                             duration_ms=duration, actor=actor)
         except EffectNotFound:
             report.lost += 1
             continue
@@ -107,3 +118,10 @@ async def drain_effects(engine: EffectVerbs, instance_id: str, *, actor: Actor,
             report.drained += 1
         else:
             report.failed += 1
+
+
+def undeclared(refused: EffectOutputsInvalid) -> str:
+    """The failed effect's error for outputs the definition refused, with each reason."""
+    issues = refused.details.get("issues") or []
+    reasons = "; ".join(f"{issue.get('output')}: {issue.get('reason')}" for issue in issues)
+    return f"{refused.message}" + (f" ({reasons})" if reasons else "")

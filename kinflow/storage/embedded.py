@@ -65,6 +65,8 @@ __all__ = ["DAEMON", "STATE_FILE", "EmbeddedLake", "LakeState", "answering_pid",
 
 DAEMON = "secantusd-py"
 LOCKED_MARKER = "already being managed by another process"
+OPLOG_SECONDS = 900
+OPLOG_ENTRIES = 100_000
 _free_port = free_port  # the name kinflow.storage.keeper imports
 _pid_alive = pid_alive  # the name tests/lake imports
 
@@ -75,10 +77,17 @@ def config_text(cache_mib: int = 256) -> str:
 
     ``cache_size`` bounds WiredTiger's cache only; the daemon's memory as a
     whole is bounded by restarting it (``memory_guard.py``).
+
+    The oplog only feeds kinflow's change streams, which resume from their
+    last token within seconds of a daemon restart (and resync their
+    subscribers when history is gone), so it keeps 15 minutes and at most
+    100,000 entries. A week of history (what kinflow kept before) grew to
+    hundreds of thousands of entries under load, and a restarted daemon
+    reading it went from 314 to 800 MiB (docs/performance.md).
     """
     return (
         "# Written by kinflow; passed with --config so no other secantusd.toml is read.\n"
-        "[oplog]\nretention_seconds = 604800\nmax_entries = 1000000\n\n"
+        f"[oplog]\nretention_seconds = {OPLOG_SECONDS}\nmax_entries = {OPLOG_ENTRIES}\n\n"
         f'[storage]\ncache_size = "{int(cache_mib)}M"\n'
     )
 

@@ -175,9 +175,12 @@ class Lake(LakeDatabase):
                 stored = stamp_replaced(body, created, now or utcnow())
                 await coll.replace_one({"_id": doc_id}, stored, upsert=True, session=session)
                 return stored
-            current = await coll.find_one({"_id": doc_id, "_rev": expected_rev},
-                                          {"_createdAt": 1}, session=session)  # fmt: skip
-            if current is None:
+            # by _id alone, the _rev compared here: with a second field in a find the
+            # embedded lake scans the whole collection (the replace_one below is
+            # fenced on _rev by the lake itself, and its update path has no such cost)
+            current = await coll.find_one({"_id": doc_id}, {"_createdAt": 1, "_rev": 1},
+                                          session=session)
+            if current is None or current.get("_rev") != expected_rev:
                 raise RevisionConflict(f"document {doc_id!r} changed since it was loaded",
                                        id=doc_id, expected_rev=expected_rev)  # fmt: skip
             stored = stamp_replaced(body, current.get("_createdAt"), now or utcnow())

@@ -269,6 +269,8 @@ EFFECTFUL = simple("effectful", [
     {"name": "a", "activities": [{"name": "w", "actions": [
         {"name": "big", "effects": [{"name": "big"}]},
         {"name": "loud", "effects": [{"name": "loud"}]},
+        {"name": "stray", "effects": [{"name": "stray", "outputs": [
+            {"name": "weight", "type": "number"}]}]},
         {"name": "finish", "status": "done"}]}],
      "transitions": [{"name": "t", "to": "b"}]},
     {"name": "b"},
@@ -301,6 +303,24 @@ async def test_an_effect_handlers_oversized_result_fails_the_effect_instead_of_s
     assert "KINFLOW_MAX_VALUE_BYTES" in str(runs["big"].error)
     assert runs["loud"].status == "failed"
     assert len(str(runs["loud"].error)) < limits.reason_bytes + 200
+
+
+async def test_a_handlers_undeclared_outputs_fail_the_effect_instead_of_sticking(
+        engine: Engine) -> None:
+    """Outputs the definition does not declare (or of the wrong kind) fail the effect once:
+    refused, it stayed claimed and came due again after every lease, for ever."""
+    engine.register_handler("stray", lambda call: {"carrier": "bench", "weight": "heavy"})
+    await engine.deploy([EFFECTFUL])
+    iid = (await engine.start_instance("effectful")).instance.id_
+    await engine.fire_action(iid, "w", "stray")
+    report = await engine.drain_effects(iid)
+    assert (report.drained, report.failed) == (0, 1)
+    instance = await engine.get_instance(iid)
+    assert instance.pendingEffects == [] and instance.effectsDueAt is None
+    [run] = instance.effectHistory
+    assert run.status == "failed" and run.outputs is None
+    assert "carrier: not declared" in str(run.error) and "weight:" in str(run.error)
+    assert (await engine.drain_effects(iid)).failed == 0  # nothing left to run
 
 
 async def test_a_caller_verb_keeps_room_for_its_live_cohort_to_resolve(

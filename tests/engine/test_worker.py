@@ -55,6 +55,36 @@ async def test_two_workers_never_process_the_same_item_twice(engine: Engine,
     assert again.processed == []
 
 
+@pytest.mark.parametrize("concurrency", [1, 4])
+async def test_a_pass_runs_effect_handlers_side_by_side(engine: Engine, clock: Clock,
+                                                        concurrency: int) -> None:
+    """Up to ``concurrency`` handlers at once: a handler waiting on the network no longer
+    holds up every other owed item (one at a time, effects fell behind the load)."""
+    running, most = 0, 0
+    everyone = asyncio.Event()
+
+    async def ping(call: EffectCall) -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        if running == concurrency:
+            everyone.set()
+        try:  # each waits (bounded) for as many others as the worker may run
+            await asyncio.wait_for(everyone.wait(), timeout=2.0)
+        except TimeoutError:
+            pass
+        running -= 1
+
+    engine.register_handler("ping", ping)
+    await engine.deploy([TIMED])
+    ids = [(await engine.start_instance("timed")).instance.id_ for _ in range(6)]
+    report = await Worker(engine, grace_seconds=0, concurrency=concurrency).run_pass()
+    assert sorted(report.of("effects")) == sorted(ids) and not report.failed
+    assert most == concurrency
+    for iid in ids:
+        assert [run.status for run in (await engine.get_instance(iid)).effectHistory] == ["done"]
+
+
 async def test_a_held_lease_is_skipped_until_it_expires(engine: Engine, clock: Clock) -> None:
     await engine.deploy([TIMED])
     iid = (await engine.start_instance("timed")).instance.id_
