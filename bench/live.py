@@ -367,11 +367,13 @@ EFFECTS = ("{'done': count(*[_type == 'kinflow.instance' && definition == 'order
 async def effect_tally(http: httpx.AsyncClient) -> dict[str, Any]:
     """The orders' ``ship`` effects once the load stopped: every one should have run
     (a few may still wait for the worker's next pass)."""
-    answer = (await http.post("/graphql", json={
-        "query": "query($q: String!) { groq(query: $q) }", "variables": {"q": EFFECTS}})).json()
-    if answer.get("errors"):
-        return {"error": answer["errors"][0].get("message")}
-    return dict(answer["data"]["groq"])
+    for attempt in range(4):  # the lake may be restarting (its memory guard) just now
+        answer = (await http.post("/graphql", json={
+            "query": "query($q: String!) { groq(query: $q) }", "variables": {"q": EFFECTS}})).json()
+        if not answer.get("errors"):
+            return dict(answer["data"]["groq"])
+        await asyncio.sleep(5 * (attempt + 1))
+    return {"error": answer["errors"][0].get("message")}
 
 
 async def load(args: argparse.Namespace, base: str, data_dir: Path, api_pid: int,
