@@ -34,10 +34,12 @@ the parent, so a plan replaces the rows it changes (``replace_row``) and
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import is_not
 from typing import Any
 
 from kinflow.core import cohort_index
-from kinflow.core.state import Instance, SubworkflowEntry, row_of_entry
+from kinflow.core.state import ROW_HISTORY, Instance, SubworkflowEntry, row_of_entry
 
 CHUNK_TYPE = "kinflow.registryChunk"
 CHUNK = 32
@@ -90,7 +92,7 @@ def replace_row(instance: Instance, index: int, **changes: Any) -> SubworkflowEn
 def changed_places(base: list[SubworkflowEntry], rows: list[SubworkflowEntry]) -> list[int]:
     """Places of the rows in ``rows`` that are not the very rows of ``base`` (rows are
     frozen, so that is every row replaced or appended)."""
-    changed = [i for i, (old, new) in enumerate(zip(base, rows, strict=False)) if old is not new]
+    changed = list(compress(range(len(base)), map(is_not, base, rows)))  # at C speed
     return changed + list(range(len(base), len(rows)))
 
 
@@ -100,23 +102,36 @@ def row_writes(instance: Instance, base: list[SubworkflowEntry],
 
     ``base`` is the registry stored beside it; ``history`` the commit's new
     entries, the first of which takes place ``history_start`` in the whole history
-    (``instance.history``, which ends with them).
+    (``instance.history``, which ends with them). Only the scan of the history
+    for the touched chunks' entries passes over the whole cohort.
     """
     rows = instance.subworkflows
-    touched = {i // CHUNK for i in changed_places(base, rows)}
+    places = changed_places(base, rows)
+    touched = {i // CHUNK for i in places}
     named = {child for child in map(row_of_entry, history) if child is not None}
+    named -= {rows[i].child_id for i in places}
     if named:  # an entry about a row this commit did not change (rare)
         touched |= {i // CHUNK for i, row in enumerate(rows) if row.child_id in named}
     if not touched:
         return RowWrites()
-    members = {rows[i].child_id: i // CHUNK for i in range(len(rows)) if i // CHUNK in touched}
-    members.update({old: i // CHUNK for i in range(len(rows)) if i // CHUNK in touched
-                    for old in rows[i].previousChildIds or ()})  # a redriven row's history
+    members: dict[str, int] = {}  # the touched rows' GDR uris (and their redriven ones)
+    redriven: dict[str, int] = {}
+    for chunk in touched:
+        for row in rows[chunk * CHUNK:(chunk + 1) * CHUNK]:
+            members[row.ref.id] = chunk
+            prefix = row.ref.id[:len(row.ref.id) - len(row.child_id)]
+            for old in row.previousChildIds or ():
+                redriven[prefix + old] = chunk
+    members = {**redriven, **members}
     bound: dict[int, list[dict[str, Any]]] = {chunk: [] for chunk in touched}
     for n, entry in enumerate(instance.history):
-        child = row_of_entry(entry)
-        if child is not None and child in members:
-            bound[members[child]].append({**entry, "n": n})
+        if entry.get("_type") not in ROW_HISTORY:
+            continue
+        ref = entry.get("instanceRef")
+        uri = ref.get("id") if isinstance(ref, dict) else None
+        place = members.get(uri) if isinstance(uri, str) else None
+        if place is not None:
+            bound[place].append({**entry, "n": n})
     return RowWrites([
         chunk_document(instance.id_, chunk, rows[chunk * CHUNK:(chunk + 1) * CHUNK],
                        bound[chunk])

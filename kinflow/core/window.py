@@ -92,14 +92,25 @@ def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
     never starts: it is resolved as aborted at once, with no child to drain.
     """
     rows = instance.subworkflows
-    waiting = [index for index, row in enumerate(rows) if row.queued and row.resolved is None]
+    active: dict[Cohort, int] = {}
+    waiting: list[int] = []
+    for index, row in enumerate(rows):  # one pass: a round on 10,000 rows pays it each time
+        if row.resolved is None:
+            if row.queued:
+                waiting.append(index)
+            else:
+                key = (row.activity, row.stageEntry)
+                active[key] = active.get(key, 0) + 1
     if not waiting:
         return 0
-    active = active_counts(instance)
     limits: dict[Cohort, int | None] = {}
+    full: set[Cohort] = set()  # cohorts whose window has no room left: most rows skip here
     started = 0
     for index in waiting:
         row = rows[index]
+        if row.abortPending is None and row.cancelPending is None and (
+                (row.activity, row.stageEntry) in full):
+            continue
         if not row.queued or row.resolved is not None:
             continue
         if row.abortPending is not None:
@@ -113,6 +124,7 @@ def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
             limits[key] = limit(instance, definition, row)
         cap = limits[key]
         if cap is not None and active.get(key, 0) >= cap:
+            full.add(key)
             continue
         started += 1
         if start(index):
@@ -152,3 +164,21 @@ def latest_visit(instance: Instance, activity: str) -> str | None:
     if not visits:
         return None
     return max(visits, key=lambda key: order.get(key, -1))
+
+
+def refill_batch(instance: Instance, definition: WorkflowDefinition) -> int | None:
+    """How many finished children make the parent's next round worth running at once:
+    half the smallest window that has rows queued (``None``: no window waits).
+
+    Read from the cohorts' counts (``cohort_index``), so it costs per cohort, not per row.
+    """
+    rows = instance.subworkflows
+    smallest: int | None = None
+    for entry in instance.cohortRows or []:
+        first = int(entry.get("first", -1))
+        if not entry.get("counts", {}).get("queued:") or not 0 <= first < len(rows):
+            continue
+        cap = limit(instance, definition, rows[first])
+        if cap is not None and (smallest is None or cap < smallest):
+            smallest = cap
+    return None if smallest is None else max(1, smallest // 2)

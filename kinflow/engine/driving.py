@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kinflow.core import cancellation, verbs
+from kinflow.core import cancellation, verbs, window
 from kinflow.core.cancel import CancelInstance, plan_cancel
 from kinflow.core.cohorts import (
     OBSERVATION_FIELDS,
@@ -31,7 +31,7 @@ from kinflow.core.readmodel import live_children_filter
 from kinflow.core.state import Instance
 from kinflow.engine.indexes import INSTANCES
 from kinflow.engine.materialise import existing_ids
-from kinflow.engine.propagation import Propagator
+from kinflow.engine.propagation import Propagator, Reaction
 from kinflow.engine.transact import Gather, Planner, Transactor
 
 if TYPE_CHECKING:
@@ -153,10 +153,12 @@ class Driver:
         self.transact.faults.check("before-propagation")
         await self.propagator.request(instance.propagateTo)
 
-    async def round(self, parent_id: str) -> int | None:
+    async def round(self, parent_id: str) -> Reaction:
         """One propagation round: stamp the parent's rows, cascade it, propagate further.
 
-        Returns the parent's live rows after it (the propagator sizes its cohort by it).
+        Reports the parent's live rows after it (the propagator sizes its cohort by
+        it) and, while a window has rows queued, how many finished children make
+        the next round worth running at once.
         """
         t = self.transact
         try:
@@ -165,8 +167,11 @@ class Driver:
             await t.lake.update_many({**INSTANCES, "propagateTo": parent_id},
                                      {"$unset": {"propagateTo": "", "propagateToken": ""}},
                                      dataset=t.dataset, now=t.clock())  # fmt: skip
-            return None
-        return sum(1 for row in result.instance.subworkflows if row.resolved is None)
+            return Reaction(live=0)
+        instance = result.instance
+        live = sum(1 for row in instance.subworkflows if row.resolved is None)
+        refill = window.refill_batch(instance, instance.definition_model()) if live else None
+        return Reaction(live=live, refill=refill)
 
     async def drain_condemned(self, instance: Instance, actor: Actor,
                               visited: set[str] | None = None) -> Instance:

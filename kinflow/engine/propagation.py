@@ -29,6 +29,13 @@ bounded share of the process however large the parent grows, and each round
 absorbs every completion that arrived meanwhile. The number of rounds over a
 cohort's life then stays roughly constant as the cohort grows, instead of one
 round per child.
+
+A window is the exception to pacing (``Reaction.refill``): while a cohort of
+the parent has queued rows, only the parent's round starts them, so every
+moment the pace holds a round back is a moment its freed places stay empty.
+Once as many requests as half the smallest such window arrived, the next
+round starts at once; rounds stay large (half a window each) and the window
+refills while the other half still works.
 """
 
 from __future__ import annotations
@@ -47,18 +54,28 @@ QUIET_SECONDS = 0.25  # no request for this long ends a round's pacing early
 MODES = ("auto", "inline", "background")
 
 
+@dataclass(frozen=True, slots=True)
+class Reaction:
+    """What a round reports about its parent."""
+
+    live: int  # the parent's live rows after the round (0: none, or the parent is gone)
+    refill: int | None = None  # a window waits for places: this many requests end the pace
+
+
 @dataclass
 class _Flight:
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
+    refill: int | None = None
+    enough: asyncio.Event = field(default_factory=asyncio.Event)  # refill requests arrived
 
 
 class Propagator:
     """Coalesces propagation rounds per parent id."""
 
-    def __init__(self, run_round: Callable[[str], Awaitable[int | None]], *,
+    def __init__(self, run_round: Callable[[str], Awaitable[Reaction]], *,
                  mode: str = "auto", pace: float = 2.0):
-        """``run_round(parent_id)`` runs one round and returns the parent's live rows."""
+        """``run_round(parent_id)`` runs one round and says what it left."""
         if mode not in MODES:
             raise ValueError(f"propagation mode must be one of {MODES}, not {mode!r}")
         self._run_round = run_round
@@ -79,6 +96,8 @@ class Propagator:
         flight = self._flights.setdefault(parent_id, _Flight())
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         flight.waiters.append(future)
+        if flight.refill is not None and len(flight.waiters) >= flight.refill:
+            flight.enough.set()
         if flight.task is None:
             flight.task = asyncio.create_task(self._fly(parent_id, flight))
         if self.waits_for(parent_id):
@@ -107,7 +126,9 @@ class Propagator:
                 self.rounds += 1
                 started = time.monotonic()
                 try:
-                    self._remember(parent_id, await self._run_round(parent_id))
+                    reaction = await self._run_round(parent_id)
+                    self._remember(parent_id, reaction.live)
+                    flight.refill = reaction.refill
                 except Exception as exc:  # the heartbeat repairs; the waiters learn of it
                     log.warning("propagation round on %s failed: %s", parent_id, exc)
                     for future in waiters:
@@ -130,12 +151,20 @@ class Propagator:
         While children keep completing, the next round waits its full pace and then
         absorbs all of them. When no request arrived for ``QUIET_SECONDS`` the burst
         is over, and the round that stamps its last children starts at once instead
-        of after a pause as long as two rounds.
+        of after a pause as long as two rounds. A window waiting for places ends the
+        pause once ``refill`` requests arrived.
         """
         deadline = time.monotonic() + seconds
+        flight.enough.clear()
         while (left := deadline - time.monotonic()) > 0:
             before = len(flight.waiters)
-            await asyncio.sleep(min(QUIET_SECONDS, left))
+            if flight.refill is not None and before >= flight.refill:
+                return
+            try:
+                await asyncio.wait_for(flight.enough.wait(), min(QUIET_SECONDS, left))
+                return  # half a window finished: start the next ones now
+            except TimeoutError:
+                pass
             if len(flight.waiters) == before:
                 return
 

@@ -118,3 +118,22 @@ def test_declared_max_reads_the_spawn_block() -> None:
     assert window.declared_max(model, "review", "nope") is None
     assert window.declared_max(start(parent()).definition_model(), "review", "translate") \
         is None
+
+
+def test_a_round_is_worth_running_once_half_the_window_finished() -> None:
+    """``refill_batch`` tells the propagator when a waiting window's next round is due."""
+    p, _ = spawned(4)  # 5 rows: 4 active, 1 queued
+    assert window.refill_batch(p, p.definition_model()) == 2
+    p, _ = spawned(2)
+    assert window.refill_batch(p, p.definition_model()) == 1
+    c = knowing(child())
+    done = [Observation(row.child_id, "done", "done") for row in p.subworkflows[:2]]
+    p = verbs.plan_hop(p, c, done).instance  # two finish, two more start: one still queued
+    assert window.refill_batch(p, p.definition_model()) == 1
+    done = [Observation(row.child_id, "done", "done") for row in p.subworkflows[2:4]]
+    p = verbs.plan_hop(p, c, done).instance  # the last one started: nothing waits
+    assert statuses(p) == ["done", "done", "done", "done", "active"]
+    assert window.refill_batch(p, p.definition_model()) is None
+    unwindowed = verbs.plan_fire_action(start(parent(ROWS)), verbs.FireAction(
+        "translate", "fan"), c).instance
+    assert window.refill_batch(unwindowed, unwindowed.definition_model()) is None
