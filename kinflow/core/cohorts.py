@@ -94,14 +94,35 @@ def condemned(instance: Instance) -> list[SubworkflowEntry]:
     return [r for r in instance.subworkflows if r.resolved is None and r.abortPending is not None]
 
 
+def row_places(instance: Instance, uris: set[str]) -> dict[str, int]:
+    """The registry places of the rows whose child has one of the GDR ``uris``, by child id.
+
+    The uri -> place map is kept on the instance (``Instance._derived``) and
+    extended for rows added since; a place is used only if its row still names
+    that child (a redriven row names a new one), so a stale entry is never
+    believed, only missed.
+    """
+    rows = instance.subworkflows
+    kept: tuple[dict[str, int], int] | None = instance._derived.get("places")
+    known, covered = kept if kept is not None and kept[1] <= len(rows) else ({}, 0)
+    if covered < len(rows):
+        known = {**known, **{row.ref.id: i for i, row in enumerate(rows[covered:], covered)}}
+        instance._derived["places"] = (known, len(rows))
+    found: dict[str, int] = {}
+    for uri in uris:
+        place = known.get(uri)
+        if place is not None and place < len(rows) and rows[place].ref.id == uri:
+            found[rows[place].child_id] = place
+    return found
+
+
 def apply_observations(instance: Instance, ctx: PlanContext,
                        observations: list[Observation]) -> list[tuple[str, str]]:
     """Stamp rows from observations; returns (child id, token) pairs now honoured."""
     # the rows of the observed children only (a round on a large cohort sees a few),
     # found by their GDR; every row by its child id if one is not found that way
     wanted = {ctx.gdr(seen.child_id) for seen in observations}
-    places = {row.ref.id.split(":", 2)[-1]: index
-              for index, row in enumerate(instance.subworkflows) if row.ref.id in wanted}
+    places = row_places(instance, wanted)
     if len(places) < len(wanted):
         places = {row.child_id: index for index, row in enumerate(instance.subworkflows)}
     honoured: list[tuple[str, str]] = []

@@ -59,7 +59,7 @@ from kinflow.core.state import (
     ContextEntry,
     Instance,
     SubworkflowEntry,
-    inline_history,
+    history_index,
 )
 from kinflow.define.models import WorkflowDefinition
 from kinflow.errors import KinflowError
@@ -73,11 +73,12 @@ class Commit:
         # a JSON round trip is a deep copy an order of magnitude faster than copy.deepcopy
         text = json.dumps(self.before)
         # the size guard's estimate of the stored document
-        self.before_bytes = len(text) + len(json.dumps(inline_history(state.history)))
+        self.before_bytes = len(text) + len(json.dumps(list(history_index(state).inline)))
         self.m = Instance.model_validate_json(text)  # half the cost of json.loads + validate
         # rows are frozen and history entries never edited, so the copy shares them
         # (core/rows.py); the rows stored beside the instance are what writes diff against
         self.m.subworkflows = list(state.subworkflows)
+        self.m._derived = dict(state._derived)  # memos checked against the rows (state.py)
         self.m.history = list(state.history)
         self.rows_base = state.subworkflows[:state.rowCount or 0]
         # a caller's verb stays under the instance limit; the engine's own commits

@@ -16,6 +16,8 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, replace
+from itertools import compress
+from operator import is_not
 from typing import Any
 
 from kinflow.core import outcomes
@@ -111,9 +113,27 @@ def outcome_view(row: SubworkflowEntry) -> dict[str, Any]:
 
 
 def subworkflow_rows(instance: Instance, entry: StageEntry | None) -> list[dict[str, Any]]:
-    """``$subworkflows``: one object per registry row, from what the rows carry."""
+    """``$subworkflows``: one object per registry row, from what the rows carry.
+
+    A plan renders it for every condition check, so the list is kept on the
+    instance with the rows it was made from (``Instance._derived``): the next
+    rendering finds the rows replaced or added since by identity, at C speed,
+    and builds views for those only.
+    """
     open_key = entry.key_ if entry is not None else None
-    return [row_view(row, open_key) for row in instance.subworkflows]
+    rows = instance.subworkflows
+    kept = instance._derived.get("views")
+    if kept is None or kept[0] != open_key:
+        views = [row_view(row, open_key) for row in rows]
+    else:
+        _, seen, old = kept
+        shared = min(len(seen), len(rows))
+        views = old[:shared]
+        for i in compress(range(shared), map(is_not, seen, rows)):
+            views[i] = row_view(rows[i], open_key)
+        views.extend(row_view(row, open_key) for row in rows[shared:])
+    instance._derived["views"] = (open_key, list(rows), views)
+    return list(views)  # the kept list is never handed out: callers may change theirs
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,7 @@ from operator import is_not
 from typing import Any
 
 from kinflow.core import cohort_index
-from kinflow.core.state import ROW_HISTORY, Instance, SubworkflowEntry, row_of_entry
+from kinflow.core.state import Instance, SubworkflowEntry, history_index, row_of_entry
 
 CHUNK_TYPE = "kinflow.registryChunk"
 CHUNK = 32
@@ -102,8 +102,8 @@ def row_writes(instance: Instance, base: list[SubworkflowEntry],
 
     ``base`` is the registry stored beside it; ``history`` the commit's new
     entries, the first of which takes place ``history_start`` in the whole history
-    (``instance.history``, which ends with them). Only the scan of the history
-    for the touched chunks' entries passes over the whole cohort.
+    (``instance.history``, which ends with them); the touched chunks' entries are
+    found through the history's index (``state.history_index``).
     """
     rows = instance.subworkflows
     places = changed_places(base, rows)
@@ -123,15 +123,13 @@ def row_writes(instance: Instance, base: list[SubworkflowEntry],
             for old in row.previousChildIds or ():
                 redriven[prefix + old] = chunk
     members = {**redriven, **members}
-    bound: dict[int, list[dict[str, Any]]] = {chunk: [] for chunk in touched}
-    for n, entry in enumerate(instance.history):
-        if entry.get("_type") not in ROW_HISTORY:
-            continue
-        ref = entry.get("instanceRef")
-        uri = ref.get("id") if isinstance(ref, dict) else None
-        place = members.get(uri) if isinstance(uri, str) else None
-        if place is not None:
-            bound[place].append({**entry, "n": n})
+    on_rows = history_index(instance).on_rows
+    places_of: dict[int, list[int]] = {chunk: [] for chunk in touched}
+    for uri, chunk in members.items():
+        places_of[chunk].extend(on_rows.get(uri, ()))
+    history = instance.history
+    bound = {chunk: [{**history[n], "n": n} for n in sorted(places)]
+             for chunk, places in places_of.items()}
     return RowWrites([
         chunk_document(instance.id_, chunk, rows[chunk * CHUNK:(chunk + 1) * CHUNK],
                        bound[chunk])

@@ -18,9 +18,10 @@ underscore.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from kinflow.core import readmodel
 from kinflow.core.definitions import parse_snapshot
@@ -328,6 +329,11 @@ class Instance(Part):
     owesAborts: bool | None = None  # live rows are condemned and not drained yet
     materialising: bool | None = None  # a large spawn's children are still being created
     bulkCalls: list[BulkCall] | None = None  # bulk cohort verbs interrupted between batches
+    # what plans derived from the registry, each memo checked against the rows it is
+    # used with (core/registry.subworkflow_rows, core/cohorts.row_places); never stored.
+    # A commit's copy starts with its source's memos, so a round on a 10,000-row
+    # parent redoes the work only for the rows that changed since.
+    _derived: dict[str, Any] = PrivateAttr(default_factory=dict)
     owesBulk: bool | None = None  # set while ``bulkCalls`` is not empty (the heartbeat's hint)
     effectsDueAt: str | None = None  # earliest pending effect to run or lease to take over
     # graceful cancellation (core/cancellation.py): CANCELLING from ``cancellingAt``
@@ -432,6 +438,49 @@ def _on_row(entry: dict[str, Any]) -> bool:
         return False
     ref = entry.get("instanceRef")
     return isinstance(ref, dict) and isinstance(ref.get("id"), str)
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryIndex:
+    """Where the entries of an instance's whole history are stored: the inline ones, and
+    the places of those stored on a registry row, by the row's child GDR uri."""
+
+    covered: int  # entries indexed (a prefix of the history)
+    last: dict[str, Any] | None  # the last of them (the prefix is checked by identity)
+    inline: tuple[dict[str, Any], ...]
+    on_rows: dict[str, tuple[int, ...]]
+
+
+def history_index(instance: Instance) -> HistoryIndex:
+    """The ``HistoryIndex`` of ``instance``'s history.
+
+    A cohort parent's history holds two entries per child, and every commit
+    needs the inline ones (the size guard) and the ones of the chunks it
+    rewrites (core/rows.py). History only grows and its entries are never
+    edited, so the index is kept on the instance (``Instance._derived``) and
+    extended by the entries added since: a round on 10,000 rows indexes its own
+    few dozen entries, not 20,000.
+    """
+    history = instance.history
+    kept: HistoryIndex | None = instance._derived.get("history")
+    if kept is None or kept.covered > len(history) or (
+            kept.covered and history[kept.covered - 1] is not kept.last):
+        kept = HistoryIndex(0, None, (), {})
+    if kept.covered == len(history):
+        return kept
+    inline = list(kept.inline)
+    on_rows = dict(kept.on_rows)
+    for n in range(kept.covered, len(history)):
+        entry = history[n]
+        ref = entry.get("instanceRef") if entry.get("_type") in ROW_HISTORY else None
+        uri = ref.get("id") if isinstance(ref, dict) else None
+        if isinstance(uri, str):
+            on_rows[uri] = (*on_rows.get(uri, ()), n)
+        else:
+            inline.append(entry)
+    kept = HistoryIndex(len(history), history[-1], tuple(inline), on_rows)
+    instance._derived["history"] = kept
+    return kept
 
 
 def parse_instance(document: dict[str, Any]) -> Instance:

@@ -91,9 +91,25 @@ def _opcall(node: n.OpCall) -> Compiled:
         fast = _const_equality(left, node.right.value, node.op == "==")
         if fast is not None:
             return fast
+    if node.op == "in":
+        fast = _in_constant_strings(left, node.right)
+        if fast is not None:
+            return fast
     right = compile_node(node.right)
     fn = BINARY[node.op]
     return lambda s: fn(left(s), right(s))
+
+
+def _in_constant_strings(left: Compiled, right: n.Node) -> Compiled | None:
+    """``x in ["a", "b"]``: a set lookup instead of building the array and comparing
+    element by element for every row a filter tests (a string equals only an equal
+    string; anything else is not in an array of strings)."""
+    if not isinstance(right, n.ArrayNode) or not all(
+            not e.splat and isinstance(e.value, n.Value) and type(e.value.value) is str
+            for e in right.elements):
+        return None
+    members = frozenset(e.value.value for e in right.elements)  # type: ignore[attr-defined]
+    return lambda s: type(v := left(s)) is str and v in members
 
 
 def _const_equality(left: Compiled, c: Any, positive: bool) -> Compiled | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from kinflow.groq import nodes as n
 from kinflow.groq.compile_dispatch import compile_node, on
+from kinflow.groq.row_tests import row_test
 from kinflow.groq.scope import Compiled, Scope
 from kinflow.groq.values import as_list, get_field
 
@@ -81,6 +82,7 @@ def _slice(node: n.Slice) -> Compiled:
 def _filter(node: n.Filter) -> Compiled:
     base = compile_node(node.base)
     cond = compile_node(node.cond)
+    test = row_test(node.cond)  # tests on an object's own fields need no scope (row_tests)
 
     def filter_(s: Scope) -> Any:
         v = base(s)
@@ -89,6 +91,9 @@ def _filter(node: n.Filter) -> Compiled:
             return v  # the spec returns a non-array base unchanged
         parent = s.pass_over(items)
         ctx = s.ctx
+        if test is not None:
+            return [item for item in items if (test(item) if type(item) is dict
+                                               else cond(Scope(item, parent, ctx)) is True)]
         return [item for item in items if cond(Scope(item, parent, ctx)) is True]
 
     return filter_

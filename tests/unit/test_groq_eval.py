@@ -92,6 +92,16 @@ def test_engine_condition() -> None:
         ("[1] in [[1]]", False),
         ("2 in [1, 2]", True),
         ("2 in 5", None),
+        # an array of string literals is a set lookup (compile_operators): same answers
+        ('"b" in ["a", "b"]', True),
+        ('"c" in ["a", "b"]', False),
+        ('"a" in []', False),
+        ('null in ["a"]', False),
+        ('1 in ["1"]', False),
+        ('["a"] in ["a"]', False),
+        ('dateTime("2020-01-01T00:00:00Z") in ["2020-01-01T00:00:00Z"]', False),
+        ('"a" in ["a", 1]', True),
+        ('1 in ["a", 1]', True),
         ('dateTime("2020-01-01T00:00:00Z") < dateTime("2020-01-01T01:00:00+00:30")', True),
         ('dateTime("2020-01-01T00:00:00Z") == "2020-01-01T00:00:00Z"', False),
     ],
@@ -235,3 +245,22 @@ def test_runtime_errors_are_groq_errors() -> None:
         evaluate(tree, params={"x": deep})
     except GroqError:
         pass
+
+
+ROWS: list[Any] = [
+    {"a": "x", "b": True, "s": "p"}, {"a": "x", "b": 1, "s": "p"}, {"a": None, "b": True},
+    {}, {"a": ["x"], "b": True, "s": "q"}, {"a": "y", "b": True, "s": "q"},
+    {"a": "x", "b": "true", "s": 3}, {"a": "x", "b": False, "s": "q"}, "x", 5, None, [1],
+]
+
+
+@pytest.mark.parametrize("cond", [
+    'a == "x"', "b", "b == true", "b == false", 's in ["p", "q"]', 's in []',
+    'a == "x" && b && s in ["p", "q"]', 'b && a == "y"', '@.a == "x" && b == true',
+])
+def test_a_filter_on_own_fields_keeps_what_the_general_evaluator_keeps(cond: str) -> None:
+    """Conditions of constant tests on an element's own fields run as plain dict tests
+    (groq/row_tests.py); ``(cond) == true`` takes the general path to compare with."""
+    fast = evaluate(f"$rows[{cond}]", params={"rows": ROWS})
+    general = evaluate(f"$rows[({cond}) == true]", params={"rows": ROWS})
+    assert fast == general
