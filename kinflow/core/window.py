@@ -18,6 +18,9 @@ written by ``updateCohort``), else the spawn block's ``maxActive``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import compress
+from operator import is_not
 
 from kinflow.core.context import PlanContext
 from kinflow.core.history import record
@@ -82,6 +85,69 @@ def active_counts(instance: Instance) -> dict[Cohort, int]:
     return counts
 
 
+@dataclass(slots=True)
+class Occupancy:
+    """The registry's windows at a glance: queued places (those already condemned
+    apart), live children and queued rows per cohort."""
+
+    queued: set[int]
+    condemned: set[int]  # queued places whose row is condemned (they never start)
+    active: dict[Cohort, int]
+    waiting: dict[Cohort, int]
+
+    def count(self, row: SubworkflowEntry, place: int, sign: int) -> None:
+        if row.resolved is not None:
+            return
+        key = (row.activity, row.stageEntry)
+        if not row.queued:
+            _add(self.active, key, sign)
+            return
+        _add(self.waiting, key, sign)
+        if sign > 0:
+            self.queued.add(place)
+            if row.abortPending is not None or row.cancelPending is not None:
+                self.condemned.add(place)
+        else:
+            self.queued.discard(place)
+            self.condemned.discard(place)
+
+    def copy(self) -> Occupancy:
+        return Occupancy(set(self.queued), set(self.condemned), dict(self.active),
+                         dict(self.waiting))
+
+
+def _add(counts: dict[Cohort, int], key: Cohort, n: int) -> None:
+    left = counts.get(key, 0) + n
+    if left:
+        counts[key] = left
+    else:
+        counts.pop(key, None)
+
+
+def occupancy(instance: Instance) -> Occupancy:
+    """The ``Occupancy`` of ``instance``'s registry.
+
+    Every commit of a windowed parent fills its windows twice, and a round on
+    10,000 rows changes a few dozen of them, so the counts are kept on the
+    instance with the rows they describe (``Instance._derived``) and updated
+    for the rows replaced or added since (found by identity at C speed).
+    """
+    rows = instance.subworkflows
+    kept: tuple[list[SubworkflowEntry], Occupancy] | None = instance._derived.get("window")
+    if kept is None or len(kept[0]) > len(rows):
+        seen: list[SubworkflowEntry] = []
+        counts = Occupancy(set(), set(), {}, {})
+    else:
+        seen, counts = kept[0], kept[1].copy()
+    shared = len(seen)
+    for place in [*compress(range(shared), map(is_not, seen, rows)), *range(shared, len(rows))]:
+        if place < shared:
+            counts.count(seen[place], place, -1)
+        counts.count(rows[place], place, 1)
+    instance._derived["window"] = (list(rows), counts.copy())
+    return counts
+
+
 def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
          start: Callable[[int], bool]) -> int:
     """Start queued rows while their cohort has room; returns how many started.
@@ -90,27 +156,23 @@ def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
     occupies the window (a child that finished at creation does not). A queued row
     already condemned (its visit left with ``onExit: abort``, its parent aborted)
     never starts: it is resolved as aborted at once, with no child to drain.
+    Queued rows are visited in registry order until every cohort with rows waiting
+    is full and no condemned one is left, so a full window costs nothing per row.
     """
     rows = instance.subworkflows
-    active: dict[Cohort, int] = {}
-    waiting: list[int] = []
-    for index, row in enumerate(rows):  # one pass: a round on 10,000 rows pays it each time
-        if row.resolved is None:
-            if row.queued:
-                waiting.append(index)
-            else:
-                key = (row.activity, row.stageEntry)
-                active[key] = active.get(key, 0) + 1
-    if not waiting:
+    counts = occupancy(instance)
+    if not counts.queued:
         return 0
+    active = counts.active
+    waiting_cohorts = set(counts.waiting)
+    last_condemned = max(counts.condemned, default=-1)
     limits: dict[Cohort, int | None] = {}
-    full: set[Cohort] = set()  # cohorts whose window has no room left: most rows skip here
+    full: set[Cohort] = set()  # cohorts whose window has no room left
     started = 0
-    for index in waiting:
+    for index in sorted(counts.queued):
+        if index > last_condemned and waiting_cohorts <= full:
+            break
         row = rows[index]
-        if row.abortPending is None and row.cancelPending is None and (
-                (row.activity, row.stageEntry) in full):
-            continue
         if not row.queued or row.resolved is not None:
             continue
         if row.abortPending is not None:
@@ -120,6 +182,8 @@ def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
             skip(instance, ctx, index, detail=SKIPPED, cancelled=True)
             continue
         key = cohort_of(row)
+        if key in full:
+            continue
         if key not in limits:
             limits[key] = limit(instance, definition, row)
         cap = limits[key]

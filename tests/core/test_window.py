@@ -137,3 +137,24 @@ def test_a_round_is_worth_running_once_half_the_window_finished() -> None:
     unwindowed = verbs.plan_fire_action(start(parent(ROWS)), verbs.FireAction(
         "translate", "fan"), c).instance
     assert window.refill_batch(unwindowed, unwindowed.definition_model()) is None
+
+
+def test_the_kept_occupancy_matches_one_counted_afresh_after_every_commit() -> None:
+    """``occupancy`` updates its kept counts by the rows replaced since; they must equal
+    counts taken from scratch, through starts, finishes, aborts and skips."""
+    p, _ = spawned(2)
+    c = knowing(child())
+
+    def afresh(instance: Instance) -> window.Occupancy:
+        copy = instance.model_copy()
+        copy._derived = {}
+        return window.occupancy(copy)
+
+    for step in range(3):
+        assert window.occupancy(p) == afresh(p)
+        live = [row for row in p.subworkflows if row.resolved is None and not row.queued]
+        p = verbs.plan_hop(p, c, [Observation(live[0].child_id, "done", "done")]).instance
+        assert window.occupancy(p) == afresh(p), step
+    aborted = verbs.plan_abort(p, verbs.AbortInstance("stop"), c).instance
+    assert window.occupancy(aborted) == afresh(aborted)
+    assert not window.occupancy(aborted).queued  # the last queued row was skipped
