@@ -75,6 +75,7 @@ from _spy_summary import start_recording, stop_recording, summarise
 from _window import ActiveSampler, FeedReport, feed_started
 from bson.timestamp import Timestamp
 from pymongo import AsyncMongoClient
+from pymongo.errors import OperationFailure
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -147,7 +148,7 @@ class Result:
     complete: float = 0.0
     latencies: list[float] = field(default_factory=list)
     lake_ops: int = 0
-    parent_writes: int = 0
+    parent_writes: int | None = 0  # None: the lake's change history no longer reaches back
     errors: Counter[str] = field(default_factory=Counter)
     stamped: int = 0
     parent_bytes: int = 0
@@ -261,7 +262,7 @@ async def operation_time(lake: AsyncMongoClient[dict[str, Any]]) -> Timestamp:
 
 
 async def count_parent_writes(lake: AsyncMongoClient[dict[str, Any]], parent_id: str,
-                              since: Timestamp, until: Timestamp) -> int:
+                              since: Timestamp, until: Timestamp) -> int | None:
     """Updates and replaces of the parent between two operation times, from the history.
 
     Read after the run on purpose: a change stream open during the fires makes
@@ -271,18 +272,21 @@ async def count_parent_writes(lake: AsyncMongoClient[dict[str, Any]], parent_id:
     pipeline = [{"$match": {"documentKey._id": parent_id,
                             "operationType": {"$in": ["update", "replace"]}}}]
     writes, quiet_since = 0, time.monotonic()
-    async with await lake.kinflow.production.watch(
-            pipeline, start_at_operation_time=since, max_await_time_ms=200) as stream:
-        # read until the history passes ``until``, or 15 s pass quiet (the lake filters
-        # tens of thousands of children's events before it finds the next parent write)
-        while time.monotonic() - quiet_since < 15.0:
-            change = await stream.try_next()
-            if change is None:
-                continue
-            if change["clusterTime"] > until:
-                break
-            writes += 1
-            quiet_since = time.monotonic()
+    try:
+        async with await lake.kinflow.production.watch(
+                pipeline, start_at_operation_time=since, max_await_time_ms=200) as stream:
+            # read until the history passes ``until``, or 15 s pass quiet (the lake filters
+            # tens of thousands of children's events before it finds the next parent write)
+            while time.monotonic() - quiet_since < 15.0:
+                change = await stream.try_next()
+                if change is None:
+                    continue
+                if change["clusterTime"] > until:
+                    break
+                writes += 1
+                quiet_since = time.monotonic()
+    except OperationFailure:  # the history (15 minutes, 100,000 entries) passed the spawn
+        return None
     return writes
 
 
@@ -420,12 +424,13 @@ def print_table(results: list[Result], callers: int, extra: dict[str, str]) -> N
             "peak active")
     rows = [head]
     for r in results:
+        writes = "lost" if r.parent_writes is None else str(r.parent_writes)
         window = "-" if r.max_active is None else str(r.max_active)
         peak = "-" if r.max_active is None else f"{r.peak_active} ({r.samples} samples)"
         rows.append((f"{r.size:,}", window, f"{r.spawn:.2f}", f"{r.fire:.2f}", f"{r.complete:.2f}",
                      f"{r.size / r.fire:.0f}" if r.fire else "-",
                      f"{r.quantile(0.5) * 1000:.0f}", f"{r.quantile(0.99) * 1000:.0f}",
-                     f"{r.lake_ops / r.size:.1f}", str(r.parent_writes),
+                     f"{r.lake_ops / r.size:.1f}", writes,
                      str(sum(r.errors.values())) + (f" {dict(r.errors)}" if r.errors else ""),
                      f"{r.stamped}/{r.size}", f"{r.parent_bytes / 1024:.0f}", peak))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]

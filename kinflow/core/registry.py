@@ -163,35 +163,40 @@ class Row:
     cancelling: bool = False  # the live child is CANCELLING
 
 
-_CACHE: OrderedDict[tuple[str, str], list[Row]] = OrderedDict()
+_CACHE: OrderedDict[str, tuple[str, list[Row]]] = OrderedDict()
 _CACHE_ROWS = 10_000
-"""Rows the registry cache holds at most, over all its revisions: bounded by rows, not
-revisions, since a 10,000-row parent's every revision is 10,000 rows (the newest one is
-always kept). Its subscribers all read that newest revision; under a load of many small
-parents the cache is full within minutes, and each row it holds costs about 1 KB (with
-20,000 the API still grew from minute 10 to minute 16 of a live run, filling it)."""
+"""Rows the registry cache holds at most (a parent without rows counts as one): bounded by
+rows, not parents, since a 10,000-row parent's registry is 10,000 rows (the newest entry is
+always kept). One entry per parent, its newest revision seen: every subscriber reads that
+one, and keeping each revision of an order made its 6-8 revisions 6-8 copies of its rows
+(each row about 1 KB, most of it the decoded strings it shares with the lake's reply)."""
 _cached_rows = 0
 
 
 def registry_rows(parent: Doc) -> list[Row]:
     """Every row of ``parent``'s registry, in stored order.
 
-    Memoised per ``(_id, _rev)``: every subscriber of a parent sees the same
-    revision, and parsing a big parent once per subscriber is the fan-out's
+    Memoised per parent at its ``_rev``: every subscriber of a parent sees the
+    same revision, and parsing a big parent once per subscriber is the fan-out's
     main cost.
     """
+    global _cached_rows
     rev = parent.get("_rev")
-    key = (str(parent.get("_id")), rev) if isinstance(rev, str) else None
-    if key is not None and key in _CACHE:
-        _CACHE.move_to_end(key)
-        return _CACHE[key]
+    parent_id = str(parent.get("_id"))
+    if not isinstance(rev, str):
+        return _registry_rows(parent)
+    kept = _CACHE.get(parent_id)
+    if kept is not None and kept[0] == rev:
+        _CACHE.move_to_end(parent_id)
+        return kept[1]
     rows = _registry_rows(parent)
-    if key is not None:
-        global _cached_rows
-        _CACHE[key] = rows
-        _cached_rows += len(rows)
-        while _cached_rows > _CACHE_ROWS and len(_CACHE) > 1:
-            _cached_rows -= len(_CACHE.popitem(last=False)[1])
+    if kept is not None:
+        _cached_rows -= max(1, len(kept[1]))
+    _CACHE[parent_id] = (rev, rows)
+    _CACHE.move_to_end(parent_id)
+    _cached_rows += max(1, len(rows))
+    while _cached_rows > _CACHE_ROWS and len(_CACHE) > 1:
+        _cached_rows -= max(1, len(_CACHE.popitem(last=False)[1][1]))
     return rows
 
 

@@ -86,7 +86,7 @@ async def run_transaction(
             async with _slot(slots, left, verb):
                 return await _attempt(client, callback, on_session, end - loop.time())
         except RevisionConflict as exc:
-            last = exc
+            last = _without_frames(exc)
             conflicts += 1
         except KinflowError:
             raise
@@ -95,7 +95,7 @@ async def run_transaction(
                 if isinstance(exc, ConnectionFailure) or exc.timeout:
                     raise _unavailable(exc, verb) from exc
                 raise
-            last = exc
+            last = _without_frames(exc)
             conflicts += not isinstance(exc, ConnectionFailure)  # a lost lake is no conflict
         if on_retry is not None:
             on_retry(attempt, last)
@@ -109,6 +109,18 @@ async def run_transaction(
         attempts=attempts,
         cause=type(last).__name__ if last else None,
     )
+
+
+def _without_frames(exc: BaseException) -> BaseException:
+    """The failure of a retried attempt, kept only for its kind and message.
+
+    Its traceback holds the failed attempt's frames (the documents it read, the
+    state it planned) in a cycle with this loop's frame, which only the cyclic
+    collector frees: under conflicts or a lake restart that was garbage by the
+    megabyte, raising the process's high-water mark.
+    """
+    exc.__context__ = exc.__cause__ = None
+    return exc.with_traceback(None)
 
 
 async def _attempt(
