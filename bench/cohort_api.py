@@ -287,7 +287,10 @@ async def count_parent_writes(lake: AsyncMongoClient[dict[str, Any]], parent_id:
                 quiet_since = time.monotonic()
     except OperationFailure:  # the history (15 minutes, 100,000 entries) passed the spawn
         return None
-    return writes
+    # every cohort writes its parent at least once (the round that stamps its last row), so
+    # none found means the lake's history no longer reaches back (a 10,000-row window run
+    # writes more than its 100,000 entries), not a cohort without parent writes
+    return writes or None
 
 
 async def one_size(size: int, callers: int, extra: dict[str, str],
