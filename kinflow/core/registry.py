@@ -182,22 +182,27 @@ def registry_rows(parent: Doc) -> list[Row]:
     """
     global _cached_rows
     rev = parent.get("_rev")
-    parent_id = str(parent.get("_id"))
     if not isinstance(rev, str):
         return _registry_rows(parent)
+    parent_id = str(parent.get("_id"))
     kept = _CACHE.get(parent_id)
     if kept is not None and kept[0] == rev:
         _CACHE.move_to_end(parent_id)
         return kept[1]
     rows = _registry_rows(parent)
     if kept is not None:
-        _cached_rows -= max(1, len(kept[1]))
+        _cached_rows -= _weight(kept[1])
     _CACHE[parent_id] = (rev, rows)
     _CACHE.move_to_end(parent_id)
-    _cached_rows += max(1, len(rows))
+    _cached_rows += _weight(rows)
     while _cached_rows > _CACHE_ROWS and len(_CACHE) > 1:
-        _cached_rows -= max(1, len(_CACHE.popitem(last=False)[1][1]))
+        _cached_rows -= _weight(_CACHE.popitem(last=False)[1][1])
     return rows
+
+
+def _weight(rows: list[Row]) -> int:
+    """What an entry counts against ``_CACHE_ROWS``: its rows, and one for a parent without."""
+    return max(1, len(rows))
 
 
 def _registry_rows(parent: Doc) -> list[Row]:
