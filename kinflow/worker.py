@@ -16,6 +16,10 @@ is owed after it (docs/subworkflows.md), each behind an index:
   batches and not the last (``engine/bulk.py``);
 * ``effectsDueAt`` has passed: effects wait to run, or a claim's lease ended.
 
+The four flags share one index: the stored instance names those it has set
+in ``owing`` (``kinflow.core.owing``), and each kind's query asks for the
+values that contain its flag.
+
 One pass reads a bounded batch of each kind and handles the items of a page
 ``concurrency`` at a time (they are independent, and an effect's handler may
 wait on the network: one at a time, a worker ran 2.4 effects a second while
@@ -51,6 +55,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from kinflow.core.owing import owed_query
 from kinflow.core.retention import PurgeCounts
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.engine import Actor, Engine
@@ -196,15 +201,15 @@ class Worker:
         stale = iso(datetime.now(UTC) - timedelta(seconds=self.grace_seconds))
         kinds: list[tuple[str, Callable[[list[str]], Awaitable[list[str]]],
                           Callable[[str], Awaitable[bool]], Callable[[str], Awaitable[Any]]]] = [
-            ("materialise", lambda seen: self._ids({"materialising": True}, seen, stale),
+            ("materialise", lambda seen: self._ids(owed_query("materialising"), seen, stale),
              self._materialise_owed,
              lambda i: self.engine.finish_materialising(i, actor=self.actor)),
-            ("bulk", lambda seen: self._ids({"owesBulk": True}, seen, stale),
+            ("bulk", lambda seen: self._ids(owed_query("owesBulk"), seen, stale),
              self._bulk_owed, lambda i: self.engine.finish_bulk(i, actor=self.actor)),
-            ("drain", lambda seen: self._ids({"owesAborts": True}, seen),
+            ("drain", lambda seen: self._ids(owed_query("owesAborts"), seen),
              lambda i: self._owed(i, {"owesAborts": True}),
              lambda i: self.engine.repair(i, actor=self.actor)),
-            ("cancel", lambda seen: self._ids({"owesCancels": True}, seen),
+            ("cancel", lambda seen: self._ids(owed_query("owesCancels"), seen),
              lambda i: self._owed(i, {"owesCancels": True}),
              lambda i: self.engine.repair(i, actor=self.actor)),
             ("propagate", lambda seen: self._parents(stale, seen),

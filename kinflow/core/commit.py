@@ -231,7 +231,7 @@ class Commit:
 
 _DERIVED = ("lastChangedAt", "nextEvaluationAt", "watch", "_rev", "_createdAt", "_updatedAt",
             "propagateTo", "propagateToken", "owesAborts", "effectsDueAt", "materialising",
-            "rowCount", "owesCancels")
+            "rowCount", "owesCancels", "owing")
 
 
 def _hints(m: Instance) -> dict[str, Any]:

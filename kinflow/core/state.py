@@ -26,6 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from kinflow.core import readmodel
 from kinflow.core.definitions import parse_snapshot
 from kinflow.core.errors import ModelVersionAhead, PersistedDocShape
+from kinflow.core.owing import FIELD as OWING
+from kinflow.core.owing import owing_of
 from kinflow.define.models import WorkflowDefinition
 
 INSTANCE_TYPE = "kinflow.instance"
@@ -343,6 +345,10 @@ class Instance(Part):
     cancelReason: str | None = None
     cancelDeadline: str | None = None  # past it the heartbeat's tick aborts the instance
     owesCancels: bool | None = None  # rows owe their child a cancel request not yet made
+    # the four flags above (materialising, owesBulk, owesAborts, owesCancels) folded
+    # into the one indexed field the heartbeat reads (core/owing.py); derived on
+    # every write by ``stored_json``, never set by hand
+    owing: str | None = None
 
     # ---- derived facts ----
 
@@ -399,8 +405,12 @@ class Instance(Part):
         """The instance document's own state: without the registry rows (stored
         beside it, core/rows.py) and without the history, which only grows and is
         written by appending (``inline_history``)."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True,
-                               exclude={"subworkflows", "history"})
+        doc = self.model_dump(mode="json", by_alias=True, exclude_none=True,
+                              exclude={"subworkflows", "history", "owing"})
+        owed = owing_of(doc)
+        if owed is not None:
+            doc[OWING] = owed
+        return doc
 
     def to_document(self) -> dict[str, Any]:
         """The stored document, without the lake's system fields (the lake stamps those):

@@ -33,6 +33,7 @@ from kinflow.engine.driving import Driver, OperationResult
 from kinflow.engine.faults import Faults
 from kinflow.engine.indexes import ENGINE_INDEXES
 from kinflow.engine.materialise import Materialiser
+from kinflow.engine.owing_hint import fold_repair_flags
 from kinflow.engine.parking import unpark
 from kinflow.engine.propagation import Propagator
 from kinflow.engine.reads import DeployOutcome, Reader
@@ -95,6 +96,7 @@ class Engine:
         """Declare the engine's indexes and create the dataset (idempotent)."""
         if self._ready:
             return
+        await fold_repair_flags(self.lake, self.dataset)  # before the old indexes go
         await self.lake.declare_indexes(ENGINE_INDEXES)
         await self.lake.ensure_dataset(self.dataset)
         await self.transact.rows.prepare()

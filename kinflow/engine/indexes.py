@@ -1,23 +1,32 @@
 """The indexes the engine's queries need, declared on every dataset it uses.
 
-The heartbeat's hints (``nextEvaluationAt``, ``propagateTo``, ``owesAborts``,
-``owesCancels``, ``materialising``, ``effectsDueAt``) and the watch-set are indexed only on
-the instances that carry them: every instance write maintains every index
-whose partial filter it matches, and most instances owe nothing (a child fire
+The heartbeat's hints (``nextEvaluationAt``, ``propagateTo``, ``owing``,
+``effectsDueAt``) and the watch-set are indexed only on the instances that
+carry them: every instance write maintains every index whose partial filter
+it matches, and most instances owe nothing (a child fire
 cost the embedded lake 13% less CPU with these partial filters than with one
 entry per instance in each, docs/performance.md). Each filter is one the
-queries imply (``$gt: ""`` for strings, ``true`` for flags), since a planner
+queries imply (``$gt: ""`` for strings), since a planner
 uses a partial index only for a query that implies its filter; ``$exists``
 would not do on the embedded lake, whose planner does not reason about it.
+
+Every index on the dataset costs every write, matched or not (the embedded
+lake reads each one's catalogue entry per write): the four repair flags share
+one index, ``instance_owing`` (core/owing.py).
 """
 
 from __future__ import annotations
 
 from kinflow.core.deploy import DEFINITION_TYPE
+from kinflow.core.owing import FIELD as OWING
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.storage.indexes import IndexSpec
 
 INSTANCES = {"_type": INSTANCE_TYPE}
+# one index per repair flag, before they were folded into ``owing`` (core/owing.py)
+RETIRED_FLAG_INDEXES = ("instance_owing_aborts", "instance_owes_aborts", "instance_owing_cancels",
+                        "instance_materialising_now", "instance_materialising",
+                        "instance_owing_bulk")
 
 
 def _owing(name: str, field: str, filter_: object, replaces: str) -> IndexSpec:
@@ -38,11 +47,8 @@ ENGINE_INDEXES: tuple[IndexSpec, ...] = (
     IndexSpec("instance_children", (("parentInstance", 1), ("completedAt", 1)),
               partial=INSTANCES),
     _owing("instance_propagating", "propagateTo", {"$gt": ""}, "instance_propagate"),
-    _owing("instance_owing_aborts", "owesAborts", True, "instance_owes_aborts"),
-    IndexSpec("instance_owing_cancels", (("owesCancels", 1),),  # cancel requests not made
-              partial={**INSTANCES, "owesCancels": True}),
-    _owing("instance_materialising_now", "materialising", True, "instance_materialising"),
     _owing("instance_effects_due_at", "effectsDueAt", {"$gt": ""}, "instance_effects_due"),
-    IndexSpec("instance_owing_bulk", (("owesBulk", 1),),  # bulk calls cut between batches
-              partial={**INSTANCES, "owesBulk": True}),
+    # materialising, owesBulk, owesAborts, owesCancels: one index for the four flags
+    IndexSpec("instance_owing", ((OWING, 1),), partial={**INSTANCES, OWING: {"$gt": ""}},
+              replaces=RETIRED_FLAG_INDEXES),
 )

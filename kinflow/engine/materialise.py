@@ -15,7 +15,7 @@ from kinflow.core.commit import plan_materialise
 from kinflow.core.context import Actor, PlanContext
 from kinflow.core.mutation import Mutation
 from kinflow.core.state import Instance
-from kinflow.errors import RevisionConflict
+from kinflow.engine.owing_hint import clear_flag
 from kinflow.storage.lake import Lake
 
 if TYPE_CHECKING:
@@ -68,13 +68,10 @@ class Materialiser:
                 if start:
                     t.faults.check("mid-materialise")
                 await self.insert(documents[start:start + size])
-            try:
-                # rows keep their seeds: they are read only while ``materialising``
-                # is set, and clearing them would rewrite every row of the cohort
-                await t.lake.update(parent_id, {"$unset": {"materialising": ""}},
-                                    dataset=t.dataset, now=t.clock())
-            except RevisionConflict:  # the parent vanished; nothing to mark
-                pass
+            # rows keep their seeds: they are read only while ``materialising`` is
+            # set, and clearing them would rewrite every row of the cohort. A parent
+            # that vanished has nothing to mark.
+            await clear_flag(t.lake, t.dataset, parent_id, "materialising", now=t.clock())
         finally:
             self.now.discard(parent_id)
 

@@ -43,7 +43,10 @@ from kinflow.timestamps import iso
 
 log = logging.getLogger("kinflow.retention")
 _INSTANCE = {"_type": INSTANCE_TYPE}
-RETENTION_INDEXES = (IndexSpec("instance_purging", ((PURGE_MARKER, 1),), partial=_INSTANCE),)
+# only the roots being purged: an entry per instance cost every instance write
+RETENTION_INDEXES = (IndexSpec("instance_purging_now", ((PURGE_MARKER, 1),),
+                               partial={**_INSTANCE, PURGE_MARKER: {"$gt": ""}},
+                               replaces=("instance_purging",)),)
 _PAGE = 2000  # candidate roots read per query (the embedded lake reads every match anyway)
 _RECHECK_KEPT = 600.0  # seconds before retention looks again at a family it kept (a live member)
 _KEPT_MEMORY = 100_000

@@ -110,6 +110,8 @@ class Ledger:
             self.expect(not instance.owesAborts, f"{instance.id_} owes aborts")
             self.expect(not instance.materialising, f"{instance.id_} still materialising")
             self.expect(not instance.owesBulk, f"{instance.id_} owes a bulk call's batches")
+            self.expect(instance.owing is None,  # derived from the flags on every write
+                        f"{instance.id_} is indexed as owing {instance.owing}")
             entry = instance.open_entry()
             if instance.terminal or entry is None:
                 continue
