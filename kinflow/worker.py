@@ -17,8 +17,8 @@ is owed after it (docs/subworkflows.md), each behind an index:
 * ``effectsDueAt`` has passed: effects wait to run, or a claim's lease ended.
 
 The four flags share one index: the stored instance names those it has set
-in ``owing`` (``kinflow.core.owing``), and each kind's query asks for the
-values that contain its flag.
+in ``owing`` (``kinflow.core.owing``); each of those kinds reads the instances
+that owe anything and keeps those holding its flag.
 
 One pass reads a bounded batch of each kind and handles the items of a page
 ``concurrency`` at a time (they are independent, and an effect's handler may
@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from kinflow.core.owing import owed_query
+from kinflow.core.owing import ANY_OWED, FIELD, holds
 from kinflow.core.retention import PurgeCounts
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.engine import Actor, Engine
@@ -201,15 +201,15 @@ class Worker:
         stale = iso(datetime.now(UTC) - timedelta(seconds=self.grace_seconds))
         kinds: list[tuple[str, Callable[[list[str]], Awaitable[list[str]]],
                           Callable[[str], Awaitable[bool]], Callable[[str], Awaitable[Any]]]] = [
-            ("materialise", lambda seen: self._ids(owed_query("materialising"), seen, stale),
+            ("materialise", lambda seen: self._flagged("materialising", seen, stale),
              self._materialise_owed,
              lambda i: self.engine.finish_materialising(i, actor=self.actor)),
-            ("bulk", lambda seen: self._ids(owed_query("owesBulk"), seen, stale),
+            ("bulk", lambda seen: self._flagged("owesBulk", seen, stale),
              self._bulk_owed, lambda i: self.engine.finish_bulk(i, actor=self.actor)),
-            ("drain", lambda seen: self._ids(owed_query("owesAborts"), seen),
+            ("drain", lambda seen: self._flagged("owesAborts", seen),
              lambda i: self._owed(i, {"owesAborts": True}),
              lambda i: self.engine.repair(i, actor=self.actor)),
-            ("cancel", lambda seen: self._ids(owed_query("owesCancels"), seen),
+            ("cancel", lambda seen: self._flagged("owesCancels", seen),
              lambda i: self._owed(i, {"owesCancels": True}),
              lambda i: self.engine.repair(i, actor=self.actor)),
             ("propagate", lambda seen: self._parents(stale, seen),
@@ -360,6 +360,18 @@ class Worker:
                                      limit=self.batch + len(seen))
         skip = set(seen)
         return [str(doc["_id"]) for doc in found if str(doc["_id"]) not in skip
+                and (stale is None or _older(doc, stale))][: self.batch]
+
+    async def _flagged(self, flag: str, seen: list[str], stale: str | None = None
+                       ) -> list[str]:
+        """Instances owing the repair ``flag``: every owing instance is read (they are
+        few; the one index holds the four flags, ``kinflow.core.owing``) and those
+        holding ``flag`` kept, so another flag's instances never crowd this one out."""
+        found = await self.lake.find({**_INSTANCE, **ANY_OWED}, dataset=self.engine.dataset,
+                                     projection={"_id": 1, "_updatedAt": 1, FIELD: 1})
+        skip = set(seen)
+        return [str(doc["_id"]) for doc in found if holds(doc.get(FIELD), flag)
+                and str(doc["_id"]) not in skip
                 and (stale is None or _older(doc, stale))][: self.batch]
 
     async def _materialise_owed(self, instance_id: str) -> bool:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kinflow.core.owing import FLAGS, owed_query, owing_of, values_with
+from kinflow.core.owing import FLAGS, holds, owing_of
 from kinflow.core.state import Instance
 
 
@@ -25,19 +25,14 @@ def test_owing_names_the_set_flags_in_one_order() -> None:
 
 
 @pytest.mark.parametrize("flag", FLAGS)
-def test_the_query_for_a_flag_matches_exactly_the_values_that_hold_it(flag: str) -> None:
-    values = set(values_with(flag))
-    assert len(values) == 2 ** (len(FLAGS) - 1)
-    every = {owing_of(dict.fromkeys(chosen, True))
-             for mask in range(1, 2 ** len(FLAGS))
-             for chosen in [[f for i, f in enumerate(FLAGS) if mask >> i & 1]]}
-    assert values == {value for value in every if value and flag in value.split()}
-    assert owed_query(flag) == {"owing": {"$gt": "", "$in": values_with(flag)}}
-
-
-def test_a_query_for_an_unknown_flag_is_refused() -> None:
-    with pytest.raises(ValueError):
-        owed_query("propagateTo")
+def test_a_flag_is_held_by_every_value_that_names_it(flag: str) -> None:
+    every = [owing_of(dict.fromkeys([f for i, f in enumerate(FLAGS) if mask >> i & 1], True))
+             for mask in range(1, 2 ** len(FLAGS))]
+    holding = [value for value in every if holds(value, flag)]
+    assert len(holding) == 2 ** (len(FLAGS) - 1)
+    assert all(flag in str(value) for value in holding)
+    assert not holds(None, flag) and not holds("", flag)
+    assert not holds("owesAbortsX", "owesAborts")  # names, not substrings
 
 
 def test_the_stored_document_derives_owing_from_the_flags() -> None:
