@@ -358,6 +358,11 @@ class Worker:
         found = await self.lake.find({**_INSTANCE, **filter_}, dataset=self.engine.dataset,
                                      projection={"_id": 1, "_updatedAt": 1},
                                      limit=self.batch + len(seen))
+        return self._unseen(found, seen, stale)
+
+    def _unseen(self, found: list[dict[str, Any]], seen: list[str],
+                stale: str | None) -> list[str]:
+        """A page of ``found``: not seen this pass, older than ``stale`` if given."""
         skip = set(seen)
         return [str(doc["_id"]) for doc in found if str(doc["_id"]) not in skip
                 and (stale is None or _older(doc, stale))][: self.batch]
@@ -369,10 +374,7 @@ class Worker:
         holding ``flag`` kept, so another flag's instances never crowd this one out."""
         found = await self.lake.find({**_INSTANCE, **ANY_OWED}, dataset=self.engine.dataset,
                                      projection={"_id": 1, "_updatedAt": 1, FIELD: 1})
-        skip = set(seen)
-        return [str(doc["_id"]) for doc in found if holds(doc.get(FIELD), flag)
-                and str(doc["_id"]) not in skip
-                and (stale is None or _older(doc, stale))][: self.batch]
+        return self._unseen([doc for doc in found if holds(doc.get(FIELD), flag)], seen, stale)
 
     async def _materialise_owed(self, instance_id: str) -> bool:
         # a spawn this process is still materialising is not a crash's leftover:

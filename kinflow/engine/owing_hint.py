@@ -27,6 +27,7 @@ from kinflow.storage.lake import Lake
 
 log = logging.getLogger("kinflow.engine")
 _ATTEMPTS = 5  # a fenced write that lost a race reads the instance again
+_PROJECTION = {"_rev": 1, FIELD: 1, **dict.fromkeys(FLAGS, 1)}
 
 
 async def fold_repair_flags(lake: Lake, dataset: str) -> int:
@@ -36,11 +37,10 @@ async def fold_repair_flags(lake: Lake, dataset: str) -> int:
     if not present & set(RETIRED_FLAG_INDEXES):
         return 0
     folded = 0
-    projection = {"_rev": 1, FIELD: 1, **dict.fromkeys(FLAGS, 1)}
     for flag in FLAGS:  # each query is served by that flag's old partial index
         for doc in await lake.find({"_type": INSTANCE_TYPE, flag: True}, dataset=dataset,
-                                   projection=projection):
-            folded += max(0, await _write(lake, dataset, doc, {}, projection))
+                                   projection=_PROJECTION):
+            folded += max(0, await _write(lake, dataset, doc, {}))
     if folded:
         log.info("folded the repair flags of %d instances into %s", folded, FIELD)
     return folded
@@ -50,15 +50,14 @@ async def clear_flag(lake: Lake, dataset: str, doc_id: str, flag: str, *,
                      now: datetime | None = None) -> bool:
     """Unset ``flag`` on an instance and derive its ``owing`` again; ``False`` when the
     instance is gone."""
-    projection = {"_rev": 1, FIELD: 1, **dict.fromkeys(FLAGS, 1)}
-    found = await lake.find({"_id": doc_id}, dataset=dataset, projection=projection)
+    found = await lake.find({"_id": doc_id}, dataset=dataset, projection=_PROJECTION)
     if not found:
         return False
-    return await _write(lake, dataset, found[0], {flag: None}, projection, now=now) >= 0
+    return await _write(lake, dataset, found[0], {flag: None}, now=now) >= 0
 
 
 async def _write(lake: Lake, dataset: str, doc: dict[str, object], changes: dict[str, None],
-                 projection: dict[str, int], *, now: datetime | None = None) -> int:
+                 *, now: datetime | None = None) -> int:
     """Unset the flags in ``changes`` and set ``owing`` to match, fenced on ``_rev`` and
     read again after a lost race. 1: written, 0: nothing to change, -1: gone."""
     for _ in range(_ATTEMPTS):
@@ -78,7 +77,7 @@ async def _write(lake: Lake, dataset: str, doc: dict[str, object], changes: dict
             return 1
         except RevisionConflict:
             found = await lake.find({"_id": doc["_id"]}, dataset=dataset,
-                                    projection=projection)
+                                    projection=_PROJECTION)
             if not found:
                 return -1
             doc = found[0]
