@@ -378,6 +378,18 @@ async def pending_effects(data_dir: Path) -> int | str:
         await client.close()
 
 
+async def subscribers_left(base: str, settle: float = 5.0) -> int | str:
+    """The hub's subscribers once every client closed its websocket (``/healthz``),
+    after ``settle`` seconds for the closes to reach the server: anything left is a
+    subscription the server never let go of, and its memory with it."""
+    await asyncio.sleep(settle)
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=10.0) as http:
+            return int((await http.get("/healthz")).json()["hub"]["subscribers"])
+    except (httpx.HTTPError, KeyError, ValueError) as exc:
+        return f"unknown ({type(exc).__name__})"
+
+
 async def load(args: argparse.Namespace, base: str, data_dir: Path, api_pid: int,
                ) -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=base, timeout=60.0) as http:
@@ -404,6 +416,7 @@ async def load(args: argparse.Namespace, base: str, data_dir: Path, api_pid: int
     await asyncio.gather(*(client() for _ in range(args.clients)))
     loops_done = time.monotonic() - began
     await asyncio.gather(*closing)
+    left = await subscribers_left(base)
     stop.set()
     await asyncio.gather(*background)
     resources.sample()
@@ -423,6 +436,7 @@ async def load(args: argparse.Namespace, base: str, data_dir: Path, api_pid: int
                      "kinds": dict(figures.delivered), "errors": dict(figures.delivery_errors)},
         "memory": resources.summary(loops_done),
         "effects_pending": effects,
+        "subscribers_left": left,
         "stalls": {"py_spy": spy, "dump_dir": str(dump_dir) if watch.dumps else None,
                    "timeline": [s.as_json() for s in sorted(watch.timeline,
                                                              key=lambda s: s.start)],
@@ -451,6 +465,8 @@ def report(result: dict[str, Any], shown_stalls: int = 40) -> None:
           f"p50 {d['p50_ms']:.0f} ms, p99 {d['p99_ms']:.0f} ms, max {d['max_ms']:.0f} ms; "
           f"kinds {d['kinds'] or '-'}, errors {d['errors'] or '-'}")
     print(f"orders whose ship effect has not run after the load: {result['effects_pending']}")
+    print(f"subscriptions the server still holds after every client closed: "
+          f"{result['subscribers_left']}")
     for who, m in result["memory"].items():
         print(f"memory {who}: start {mib(m['start_mib'])}, minute 10 "
               f"{mib(m['minute_10_mib'])}, end {mib(m['end_mib'])}, max "
