@@ -2,34 +2,22 @@
 
 Every subscriber of a family assembles the parent's change at the same moment;
 they must get the same rows from one read, and a new revision must be read
-again. Reads are counted by wrapping ``Lake.find``, never by mocking pymongo.
+again. Reads are counted with ``test_cohort_pages.ChunkReads`` (it wraps
+``Lake.find``, never pymongo): these parents have one chunk, so chunks read are
+reads made.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
 from kinflow.engine import Engine
 from tests.engine.cohort_defs import child, items, parent
+from tests.engine.test_cohort_pages import ChunkReads
 
 pytestmark = pytest.mark.lake
-
-
-def count_chunk_reads(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    store = engine.transact.rows
-    reads = [0]
-    find = store.lake.find
-
-    async def counted(filter_: Any, **kwargs: Any) -> list[dict[str, Any]]:
-        if kwargs.get("dataset") == store.collection:
-            reads[0] += 1
-        return await find(filter_, **kwargs)
-
-    monkeypatch.setattr(store.lake, "find", counted)
-    return reads
 
 
 async def test_concurrent_readers_of_one_revision_share_one_read(
@@ -39,21 +27,21 @@ async def test_concurrent_readers_of_one_revision_share_one_read(
     p = (await engine.fire_action(p.id_, "go", "go")).instance
     doc = await engine.lake.get(p.id_)
     assert doc is not None and doc.get("rowCount") == 3
-    reads = count_chunk_reads(engine, monkeypatch)
+    reads = ChunkReads(engine, monkeypatch)
 
     assembled = await asyncio.gather(*(engine.assemble(dict(doc)) for _ in range(10)))
-    assert reads[0] == 1
+    assert reads.chunks == 1
     keys = [[row["rowKey"] for row in a["subworkflows"]] for a in assembled]
     assert keys == [["a", "b", "c"]] * 10
     assert (await engine.assemble(dict(doc)))["subworkflows"] == assembled[0]["subworkflows"]
-    assert reads[0] == 1  # kept for the revision
+    assert reads.chunks == 1  # kept for the revision
 
     first = {r.rowKey: r.child_id for r in p.subworkflows}
     await engine.fire_action(first["a"], "task", "finish")
     moved = await engine.lake.get(p.id_)
     assert moved is not None and moved["_rev"] != doc["_rev"]
     again = await asyncio.gather(*(engine.assemble(dict(moved)) for _ in range(5)))
-    assert reads[0] == 2  # a new revision, one more read
+    assert reads.chunks == 2  # a new revision, one more read
     assert [r.get("outcome") for r in again[0]["subworkflows"]] == ["succeeded", None, None]
     assert all(a["subworkflows"] == again[0]["subworkflows"] for a in again)
 
@@ -65,7 +53,7 @@ async def test_a_reader_that_leaves_does_not_cancel_the_others_read(
     p = (await engine.fire_action(p.id_, "go", "go")).instance
     doc = await engine.lake.get(p.id_)
     assert doc is not None
-    reads = count_chunk_reads(engine, monkeypatch)
+    reads = ChunkReads(engine, monkeypatch)
 
     leaving = asyncio.create_task(engine.assemble(dict(doc)))
     staying = asyncio.create_task(engine.assemble(dict(doc)))
@@ -73,4 +61,4 @@ async def test_a_reader_that_leaves_does_not_cancel_the_others_read(
     leaving.cancel()
     got = await staying
     assert [row["rowKey"] for row in got["subworkflows"]] == ["a", "b"]
-    assert leaving.cancelled() and reads[0] == 1
+    assert leaving.cancelled() and reads.chunks == 1
