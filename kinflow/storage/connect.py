@@ -51,11 +51,27 @@ class LakeConnection:
             await asyncio.to_thread(self.embedded.stop)
 
 
-def make_client(uri: str, settings: Settings) -> AsyncMongoClient[dict[str, Any]]:
+def make_client(uri: str, settings: Settings, *, embedded: bool = False
+                ) -> AsyncMongoClient[dict[str, Any]]:
+    """A client for the lake at ``uri``.
+
+    On the embedded lake, writes outside a transaction are sent as plain writes,
+    not retryable ones. The daemon keeps a record of every retryable write (to
+    replay its reply to a retry) in memory for 30 minutes, up to 10,000 of them,
+    and scans them all on every such write, sorting them once full: under the
+    live load the worker's lease writes filled it in about ten minutes, and from
+    then on every statement waited behind that sort and throughput fell by half
+    until the daemon restarted (docs/performance.md, "The slow phase"). The
+    records buy nothing there: the daemon is on this machine, and the one thing
+    that cuts a write short, a restart, forgets them anyway. Transactions keep
+    their retries (pymongo always retries a commit once, and ``Lake.transaction``
+    retries transient errors), and MongoDB keeps retryable writes.
+    """
     return AsyncMongoClient(
         uri,
         serverSelectionTimeoutMS=int(min(settings.operation_timeout, 10.0) * 1000),
         tz_aware=True,
+        retryWrites=not embedded,
     )
 
 
@@ -76,7 +92,7 @@ async def open_lake(settings: Settings, *, database: str | None = None) -> LakeC
         # threads come and go. Start-up blocks the loop for about half a second.
         uri = embedded.start()
     lake = Lake(
-        make_client(uri, settings),
+        make_client(uri, settings, embedded=embedded is not None),
         database or settings.database,
         default_dataset=settings.dataset,
         operation_timeout=settings.operation_timeout,
@@ -99,7 +115,8 @@ async def open_lake(settings: Settings, *, database: str | None = None) -> LakeC
         raise
     keeper = guard = None
     if embedded is not None:
-        keeper = LakeKeeper(embedded, lake, lambda new_uri: make_client(new_uri, settings),
+        keeper = LakeKeeper(embedded, lake,
+                            lambda new_uri: make_client(new_uri, settings, embedded=True),
                             give_up_after=max(2 * settings.embedded_start_timeout, 10.0))
         keeper.start()
         # past its budget the daemon is stopped; the keeper starts it again
