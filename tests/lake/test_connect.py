@@ -6,16 +6,12 @@ import os
 from pathlib import Path
 
 import pytest
+from pymongo.asynchronous.client_session import AsyncClientSession
 
-from kinflow.settings import Settings
 from kinflow.storage.connect import make_client, open_lake
+from tests.lake.test_memory_guard import _settings
 
 pytestmark = pytest.mark.lake
-
-
-def _settings(data_dir: Path) -> Settings:
-    return Settings(_env_file=None, mongodb_uri=None, data_dir=data_dir,
-                    database="connect", embedded_sync_on_commit=False)
 
 
 def test_a_mongodb_lake_keeps_retryable_writes(data_dir: Path) -> None:
@@ -34,9 +30,9 @@ async def test_the_embedded_lake_gets_plain_writes_and_transactions_still_commit
         assert lake.client.options.retry_writes is False
         await lake.collection().insert_one({"_id": "plain", "n": 1})
 
-        async def bump(session: object) -> None:
+        async def bump(session: AsyncClientSession) -> None:
             await lake.collection().update_one({"_id": "plain"}, {"$inc": {"n": 1}},
-                                               session=session)  # type: ignore[arg-type]
+                                               session=session)
 
         await lake.transaction(bump)
         assert (await lake.collection().find_one({"_id": "plain"}) or {}).get("n") == 2
