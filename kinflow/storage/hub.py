@@ -7,11 +7,20 @@ topic functions for keys they need (the engine adds ``parent:<id>``).
 
 How a subscription starts without a gap or a duplicate: the subscriber is
 registered first and buffers whatever the stream delivers, then its snapshot
-is read in a causally consistent session. The buffered changes that the
-snapshot already reflects are dropped: for a document in the snapshot, every
-change up to the one that wrote the snapshot's ``_rev``; for the rest, every
-change whose cluster time is not after the snapshot read's operation time.
-Then the snapshot is delivered, then the remaining buffer, then live changes.
+is read in a causally consistent session. The session's operation time ``U``
+bounds the read from above only (the lake reports the last cluster time it
+minted when it replied, which may be a write the read did not see), so a
+change at or before ``U`` cannot be judged by its time. The fence holds such
+changes until the stream has passed the read: a change after ``U`` arrives,
+or the stream comes back empty twice from reads sent after the snapshot's.
+By then every change the snapshot reflects that the stream delivers after
+registration is held, so each is judged by document, not by time: for a
+document in the snapshot, every change up to and including the one that wrote
+the snapshot's ``_rev``; for one absent from it, every change up to and
+including its last delete. The rest are delivered in stream order after the
+snapshot, then live changes. (The one imprecision: a document created and
+deleted again between the read and ``U``, a few milliseconds, is not shown,
+which leaves the subscriber's view of it, absent, correct.)
 
 Each subscriber has a bounded queue. One that falls behind is cut off: its
 queue is replaced by a single ``resync`` event and it receives nothing more,
@@ -106,21 +115,41 @@ class Subscription:
     def offer(self, event: ChangeEvent) -> None:
         if self.closed:
             return
-        if self._fence is not None and self._buffer is None:
-            if not self._fence.admits(event):
-                return
-            if self._fence.down:
-                self._fence = None
         if self._buffer is not None:
             self._buffer.append(event)
             if len(self._buffer) > self.limit:
                 self.cut_off()
+            return
+        if self._fence is not None:
+            if not self._fence.is_after_read(event):
+                self._fence.held.append(event)
+                if len(self._fence.held) > self.limit:
+                    self.cut_off()
+                return
+            self._lift_fence()
+        self._enqueue(event)
+
+    def _enqueue(self, event: ChangeEvent) -> None:
+        if self.closed:
             return
         if len(self._queue) >= self.limit:
             self.cut_off()
             return
         self._queue.append(event)
         self._wake.set()
+
+    def _lift_fence(self) -> None:
+        """The stream has passed the snapshot read: deliver what it did not reflect."""
+        fence, self._fence = self._fence, None
+        if fence is None:
+            return
+        self._hub._fenced.discard(self)
+        for event in fence.unreflected():
+            self._enqueue(event)
+
+    def quiet_round(self, rounds: int) -> None:
+        if self._fence is not None and rounds >= self._fence.lift_at_round:
+            self._lift_fence()
 
     def cut_off(self) -> None:
         """Drop everything queued and tell the consumer to resubscribe."""
@@ -136,8 +165,10 @@ class Subscription:
         if self.closed:
             return
         buffered, self._buffer = self._buffer or [], None
-        self._fence = fence
         self._queue.extend(first)
+        if fence is not None:
+            self._fence = fence
+            self._hub._fenced.add(self)
         for event in buffered:
             self.offer(event)
         self._wake.set()
@@ -185,11 +216,13 @@ class ChangeHub:
         self.queue_size = queue_size
         self.topic_functions: list[TopicFunction] = list(topic_functions)
         self._subscribers: dict[str, set[Subscription]] = {}
+        self._fenced: set[Subscription] = set()
         self._task: asyncio.Task[None] | None = None
         self._opened = asyncio.Event()
         self.resume_token: Mapping[str, Any] | None = None
         self.reopens = 0
         self.delivered = 0
+        self.quiet_rounds = 0  # reads of the stream that came back empty
 
     # -- lifecycle -------------------------------------------------------
 
@@ -262,7 +295,9 @@ class ChangeHub:
         except BaseException:
             sub.close()
             raise
-        fence = _Fence({d.get("_id"): d.get("_rev") for d in docs}, read_at)
+        # two more empty reads: the second is sent after this read replied
+        fence = _Fence({d.get("_id"): d.get("_rev") for d in docs}, read_at,
+                       lift_at_round=self.quiet_rounds + 2)  # fmt: skip
         snapshot_event = ChangeEvent(
             kind="snapshot",
             document=docs[0] if docs else None,
@@ -274,6 +309,7 @@ class ChangeHub:
         return sub
 
     def _forget(self, sub: Subscription) -> None:
+        self._fenced.discard(sub)
         subs = self._subscribers.get(sub.topic)
         if subs is not None:
             subs.discard(sub)
@@ -301,6 +337,12 @@ class ChangeHub:
                 sub.offer(event)
                 self.delivered += 1
 
+    def _quiet_round(self) -> None:
+        """A read of the stream came back empty: fences waiting on it may lift."""
+        self.quiet_rounds += 1
+        for sub in list(self._fenced):
+            sub.quiet_round(self.quiet_rounds)
+
     async def _run(self) -> None:
         attempt = 0
         while True:
@@ -312,8 +354,13 @@ class ChangeHub:
                 async with await coll.watch(**options) as stream:
                     self._opened.set()
                     attempt = 0
-                    async for change in stream:
+                    while stream.alive:
+                        change = await stream.try_next()  # one read of the stream at most
                         self.resume_token = stream.resume_token
+                        if change is None:
+                            if stream.alive:  # an empty read, not a lost cursor
+                                self._quiet_round()
+                            continue
                         event = event_from_change(change)
                         if event is not None:
                             self.dispatch(event)
@@ -340,32 +387,36 @@ class ChangeHub:
 
 @dataclass
 class _Fence:
-    """Drops the changes a snapshot already reflects.
+    """Holds the changes a snapshot may reflect until they can be judged.
 
     The stream delivers changes in cluster-time order, so once one change
-    newer than the snapshot read passes, every later one is newer too and the
-    fence comes down.
+    after the read's upper bound passes, every later one is after it too and
+    the fence lifts.
     """
 
     snapshot_rev: dict[Any, Any]
     read_at: Timestamp | None
-    passed: set[Any] = field(default_factory=set)
-    down: bool = False
+    lift_at_round: int
+    held: list[ChangeEvent] = field(default_factory=list)
 
-    def admits(self, event: ChangeEvent) -> bool:
-        if self.down:
-            return True
-        newer = (
+    def is_after_read(self, event: ChangeEvent) -> bool:
+        return (
             self.read_at is None or event.cluster_time is None or event.cluster_time > self.read_at
         )
-        if newer:
-            self.down = True
-            return True
-        doc_id = event.document_id
-        if doc_id in self.snapshot_rev and doc_id not in self.passed:
-            if event.rev is not None and event.rev == self.snapshot_rev[doc_id]:
-                self.passed.add(doc_id)
-            return False
-        # Older than the read: reflected by the snapshot, unless it follows the
-        # snapshot's own revision of this document (written in the same instant).
-        return doc_id in self.passed
+
+    def unreflected(self) -> list[ChangeEvent]:
+        """The held changes in order, less those the snapshot already shows."""
+        last_reflected: dict[Any, int] = {}
+        for index, event in enumerate(self.held):
+            doc_id = event.document_id
+            if doc_id in self.snapshot_rev:
+                rev = self.snapshot_rev[doc_id]
+                if rev is not None and event.rev == rev:
+                    last_reflected[doc_id] = index
+            elif event.kind == "delete":
+                last_reflected[doc_id] = index
+        return [
+            event
+            for index, event in enumerate(self.held)
+            if index > last_reflected.get(event.document_id, -1)
+        ]

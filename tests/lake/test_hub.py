@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from kinflow.storage import ChangeHub, Lake, Subscription, doc_topic
+from kinflow.storage import ChangeEvent, ChangeHub, Lake, Subscription, doc_topic
+from kinflow.storage.hub import _Fence
 
 
 @pytest.fixture
@@ -70,6 +71,72 @@ async def test_writes_racing_the_snapshot_are_neither_lost_nor_doubled(
         seen.append(event.updated_fields["n"])
     assert seen == list(range(seen[0], 41))  # contiguous: no gap, no duplicate
     sub.close()
+
+
+async def test_a_change_the_snapshot_missed_is_delivered_though_older_than_its_read_time(
+    lake: Lake, hub: ChangeHub
+) -> None:
+    """The read's operation time can be later than what the read saw.
+
+    The loader reads the document, then writes it in the same session: the
+    session's operation time is now past that write, which the snapshot does
+    not show, and whose own change the stream delivers after registration.
+    """
+    watch = await hub.subscribe(doc_topic("m"))
+    await lake.create({"_id": "m", "_type": "t", "n": 0})
+    await watch.next(timeout=10)  # the creation reached the hub before the subscription
+    watch.close()
+
+    async def read_then_write(session: Any) -> Sequence[Mapping[str, Any]]:
+        doc = await lake.get("m", session=session)
+        await lake.patch("m", {"$set": {"n": 1}}, session=session)
+        return [doc] if doc else []
+
+    sub = await hub.subscribe(doc_topic("m"), read_then_write)
+    await lake.patch("m", {"$set": {"n": 2}})
+    events = await drain(sub, 3)
+    assert events[0].kind == "snapshot" and events[0].document["n"] == 0
+    assert [e.updated_fields["n"] for e in events[1:]] == [1, 2]
+    with pytest.raises(TimeoutError):
+        await sub.next(timeout=0.3)
+    sub.close()
+
+
+async def test_a_document_created_during_the_snapshot_read_is_delivered_on_a_quiet_stream(
+    lake: Lake, hub: ChangeHub
+) -> None:
+    """No later change lifts the fence here: the stream's empty reads do."""
+
+    async def read_then_spawn(session: Any) -> Sequence[Mapping[str, Any]]:
+        children = await lake.find({"parent": "q"}, session=session)
+        await lake.create({"_id": "q1", "_type": "t", "parent": "q"}, session=session)
+        return children
+
+    sub = await hub.subscribe("parent:q", read_then_spawn)
+    snapshot = await sub.next(timeout=10)
+    assert snapshot.kind == "snapshot" and snapshot.documents == ()
+    spawned = await sub.next(timeout=10)
+    assert (spawned.kind, spawned.document_id) == ("insert", "q1")
+    sub.close()
+
+
+def test_the_fence_drops_what_the_snapshot_shows_and_keeps_the_rest() -> None:
+    def change(kind: str, doc_id: str, rev: str | None = None) -> ChangeEvent:
+        return ChangeEvent(kind=kind, document_id=doc_id, rev=rev)
+
+    fence = _Fence({"shown": "r2", "shown-early": "r0"}, read_at=None, lift_at_round=0)
+    fence.held = [
+        change("update", "shown", "r1"),  # before the snapshot's revision: shown
+        change("update", "shown-early", "r5"),  # its snapshot revision came before: new
+        change("update", "shown", "r2"),  # the snapshot's own revision: shown
+        change("insert", "absent-gone", "a1"),
+        change("delete", "absent-gone"),  # absent from the snapshot: deleted before it
+        change("update", "shown", "r3"),
+        change("insert", "absent-new", "b1"),
+    ]
+    assert [(e.document_id, e.rev) for e in fence.unreflected()] == [
+        ("shown-early", "r5"), ("shown", "r3"), ("absent-new", "b1"),
+    ]  # fmt: skip
 
 
 async def test_topics_route_by_parent(lake: Lake, hub: ChangeHub) -> None:
