@@ -336,7 +336,7 @@ async def run_cohort(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, A
     parent_id = (await call(http, START))["startInstance"]["instance"]["id"]
     result.spawn = time.perf_counter() - started
     since = await operation_time(lake)
-    # registry rows are documents of their own beside the dataset (core/rows.py)
+    # registry rows are documents of their own beside the dataset (core/cohort/chunks.py)
     rows = lake.kinflow["production.rows"]
     order: dict[str, int] = {}
     queued = 0

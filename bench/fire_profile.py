@@ -38,7 +38,7 @@ from _cohort_definitions import CHILD, PARENT
 from _profile_categories import categorise
 from pymongo import monitoring
 
-from kinflow.app import create_app
+from kinflow.http.app import create_app
 from kinflow.settings import Settings
 
 DEPLOY = "mutation($d: [JSON!]!) { deployDefinitions(definitions: $d) { warnings } }"

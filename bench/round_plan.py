@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _cohort_definitions import CHILD, windowed_parent
 
 from kinflow.core import verbs
-from kinflow.core.cohorts import Observation, live_rows
+from kinflow.core.cohort.observe import Observation, live_rows
 from kinflow.core.context import Actor, PlanContext, query_key
 from kinflow.core.state import Instance
 from kinflow.define.expand import expand_definition

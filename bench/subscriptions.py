@@ -1,6 +1,6 @@
 """Subscription fan-out through the real server: delivered events/s and commit-to-client latency.
 
-Runs ``kinflow.app:create_app`` under uvicorn on 127.0.0.1 (embedded lake in
+Runs ``kinflow.http.app:create_app`` under uvicorn on 127.0.0.1 (embedded lake in
 a temporary directory), starts 100 parents whose start spawns 10 children each (a real
 spawn: registry rows in their chunks, ``ancestors`` on each child), then for
 100 and for 1,000 ``childChanged`` subscriptions (spread over the 100
@@ -89,7 +89,7 @@ def server(data_dir: Path) -> Iterator[tuple[str, str]]:
     env = {**os.environ, "KINFLOW_DATA_DIR": str(data_dir), "KINFLOW_HUB_QUEUE_SIZE": "5000"}
     env.pop("KINFLOW_MONGODB_URI", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "kinflow.app:create_app", "--factory",
+        [sys.executable, "-m", "uvicorn", "kinflow.http.app:create_app", "--factory",
          "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
         env=env,
     )  # fmt: skip

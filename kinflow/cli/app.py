@@ -87,7 +87,7 @@ def serve(
 
     if not worker:
         os.environ["KINFLOW_WORKER"] = "false"  # the app factory reads the settings
-    from kinflow.auth import load_tokens
+    from kinflow.http.tokens import load_tokens
 
     settings = Settings()
     bind_host = host or settings.host
@@ -105,7 +105,7 @@ def serve(
     from kinflow.storage import keeper
 
     started = stopping.serve(uvicorn.Config(
-        "kinflow.app:create_app",
+        "kinflow.http.app:create_app",
         factory=True,
         host=bind_host,
         port=bind_port,

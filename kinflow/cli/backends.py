@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import httpx
 
 from kinflow.core import readmodel
-from kinflow.core.registry import registry_rows
+from kinflow.core.cohort.registry import registry_rows
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.engine import Actor, Engine, OperationResult
 from kinflow.errors import KinflowError, ServerUnreachable

@@ -57,7 +57,7 @@ def status() -> None:
 
 SIDE_KEY = "_side"
 """Marks an exported line that belongs to a side collection of the dataset (its
-registry rows, core/rows.py): an export is the dataset and its rows, in one file."""
+registry rows, core/cohort/chunks.py): an export is the dataset and its rows, in one file."""
 
 
 async def _export(dataset: str, path: Path) -> int:

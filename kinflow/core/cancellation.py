@@ -1,6 +1,6 @@
 """Graceful cancellation's rules on one instance and its rows (pure; no I/O).
 
-An instance is CANCELLING from ``cancellingAt`` (``core/cancel.py`` starts it)
+An instance is CANCELLING from ``cancellingAt`` (``core/cancel_instance.py`` starts it)
 until it is CANCELLED (``cancelledAt``, with ``completedAt``) or aborted (an
 abort wins). While it cancels:
 
@@ -26,10 +26,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from kinflow.core import outcomes, window
+from kinflow.core.cohort import outcomes, window
+from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.context import PlanContext, iso
 from kinflow.core.history import record
-from kinflow.core.rows import replace_row
 from kinflow.core.state import AbortPending, Instance, SubworkflowEntry
 from kinflow.define.models import SpawnBlock, WorkflowDefinition, find_action
 from kinflow.timestamps import parse_iso

@@ -32,12 +32,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kinflow.core import budget as failure_budget
-from kinflow.core import cancellation, cohort_index, readmodel, spawn, window
+from kinflow.core import cancellation, readmodel, spawn
 from kinflow.core import effects as fx
 from kinflow.core.actions import Spawner
 from kinflow.core.cascade import hop, next_evaluation_at
-from kinflow.core.cohorts import condemned
+from kinflow.core.cohort import budget as failure_budget
+from kinflow.core.cohort import tallies, window
+from kinflow.core.cohort.chunks import row_writes
+from kinflow.core.cohort.observe import condemned
 from kinflow.core.context import Limits, PlanContext, iso
 from kinflow.core.definitions import parse_snapshot
 from kinflow.core.errors import (
@@ -51,7 +53,6 @@ from kinflow.core.history import record
 from kinflow.core.inputs import check_key, check_values
 from kinflow.core.ledger import is_replay
 from kinflow.core.mutation import Mutation
-from kinflow.core.rows import row_writes
 from kinflow.core.sizes import RESOLUTION_BYTES, engine_limit
 from kinflow.core.stages import prime
 from kinflow.core.state import (
@@ -76,7 +77,7 @@ class Commit:
         self.before_bytes = len(text) + len(json.dumps(list(history_index(state).inline)))
         self.m = Instance.model_validate_json(text)  # half the cost of json.loads + validate
         # rows are frozen and history entries never edited, so the copy shares them
-        # (core/rows.py); the rows stored beside the instance are what writes diff against
+        # (core/cohort/chunks.py); the rows stored beside the instance are what writes diff against
         self.m.subworkflows = list(state.subworkflows)
         self.m._derived = dict(state._derived)  # memos checked against the rows (state.py)
         self.m.history = list(state.history)
@@ -118,7 +119,7 @@ class Commit:
 
     def spawner(self, instance: Instance, plan: Callable[[], list[spawn.ChildSeed]]) -> bool:
         """This commit's ``Spawner``: every child created settled and registered, but
-        those beyond their cohort's window, registered queued (core/window.py)."""
+        those beyond their cohort's window, registered queued (core/cohort/window.py)."""
         active: dict[window.Cohort, int] | None = None
         for seed in plan():
             key = (seed.activity, seed.entry_key)
@@ -187,7 +188,7 @@ class Commit:
         new_history = m.history[self.history_start:]
         rows = row_writes(m, self.rows_base, new_history, self.history_start)
         if rows:  # the cohorts' counts follow the chunks this commit rewrites
-            m.cohortRows = cohort_index.updated(m.cohortRows, self.rows_base, m.subworkflows,
+            m.cohortRows = tallies.updated(m.cohortRows, self.rows_base, m.subworkflows,
                                                 [doc["chunk"] for doc in rows.chunks])
         if m.subworkflows:
             m.rowCount = len(m.subworkflows)

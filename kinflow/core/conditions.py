@@ -29,8 +29,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kinflow import groq
+from kinflow.core.cohort.registry import subworkflow_rows
 from kinflow.core.context import Actor, PlanContext
-from kinflow.core.registry import subworkflow_rows
 from kinflow.core.state import Instance, ResolvedField, StageEntry
 from kinflow.define import sites
 from kinflow.define.models import WorkflowDefinition

@@ -74,7 +74,7 @@ class Limits:
     groq_max_fetched: int | None = 100_000
     definition_bytes: int = 1024 * 1024
     row_output_bytes: int = 16 * 1024  # a finished child's outputs on its row (outcomes.py)
-    bulk_batch: int = 64  # rows one commit of a bulk cohort verb applies (core/bulk.py)
+    bulk_batch: int = 64  # rows one commit of a bulk cohort verb applies (core/cohort/selection.py)
     cancel_timeout_seconds: int = 3600  # a cancellation's default timeout (core/cancellation.py)
     # the monotonic clock a GROQ timeout is measured on: the shell sets it (the
     # core reads no clock); without it a query has no deadline

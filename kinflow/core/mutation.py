@@ -4,7 +4,7 @@ The shell (``kinflow.engine.transact``) executes a Mutation in one
 transaction: insert the instance, or update it with the diff against
 ``before`` fenced on the loaded ``_rev`` (a fenced whole replace only when
 there is no ``before``); insert and update the registry row documents
-(``rows``, core/rows.py) beside it; create the first ``spawn_txn`` child documents (the
+(``rows``, core/cohort/chunks.py) beside it; create the first ``spawn_txn`` child documents (the
 rest right after); clear the honoured propagation stamps. Planners never
 touch the lake; they return one of these.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kinflow.core.rows import RowWrites
+from kinflow.core.cohort.chunks import RowWrites
 from kinflow.core.state import Instance, PendingEffect
 
 

@@ -28,7 +28,7 @@ RowStatus = Literal["active", "done", "aborted", "queued", "cancelled"]
 ACTIVE: Status = "active"
 COMPLETED: Status = "completed"
 ABORTED: Status = "aborted"
-CANCELLING: Status = "cancelling"  # cancelInstance was asked; still live (core/cancel.py)
+CANCELLING: Status = "cancelling"  # cancelInstance was asked; still live (core/cancel_instance.py)
 CANCELLED: Status = "cancelled"
 STATUSES: tuple[Status, ...] = (ACTIVE, COMPLETED, ABORTED, CANCELLING, CANCELLED)
 

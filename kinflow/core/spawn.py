@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kinflow import groq
-from kinflow.core import outcomes
+from kinflow.core.cohort import outcomes
+from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.conditions import SNAPSHOT_MAX_SCANNED, Renderer
 from kinflow.core.context import PlanContext
 from kinflow.core.errors import (
@@ -48,7 +49,6 @@ from kinflow.core.errors import (
     SpawnRowIdentity,
 )
 from kinflow.core.history import record
-from kinflow.core.rows import replace_row
 from kinflow.core.state import (
     INSTANCE_TYPE,
     Instance,
@@ -293,7 +293,7 @@ def reseed(parent: Instance, row: SubworkflowEntry, child_doc: dict[str, Any],
 
 
 def register_queued(instance: Instance, ctx: PlanContext, seed: ChildSeed) -> None:
-    """Add the row of a planned child that waits in its cohort's window (core/window.py):
+    """Add the row of a planned child that waits in its cohort's window (core/cohort/window.py):
     its id and seed, and no child document until ``start_row``."""
     row = SubworkflowEntry.model_validate({
         "_key": ctx.new_key(), "activity": seed.activity, "action": seed.action,

@@ -13,12 +13,13 @@ do, then call ``move``.
 
 from __future__ import annotations
 
-from kinflow.core import cancellation, outcomes
+from kinflow.core import cancellation
+from kinflow.core.cohort import outcomes
+from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.conditions import Outcome, Renderer
 from kinflow.core.context import PlanContext
 from kinflow.core.fields import materialise
 from kinflow.core.history import record
-from kinflow.core.rows import replace_row
 from kinflow.core.state import (
     AbortPending,
     ActivityEntry,

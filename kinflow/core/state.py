@@ -126,12 +126,12 @@ class ObservedChild(Part):
     status: Literal["active", "done", "aborted", "cancelled"]
     stage: str | None = None
     at: str
-    cancelling: bool | None = None  # the live child is CANCELLING (core/cancel.py)
+    cancelling: bool | None = None  # the live child is CANCELLING (core/cancel_instance.py)
 
 
 class ChildResult(Part):
     """How an instance finished, written by its terminal commit for its parent's row
-    (core/outcomes.py): the terminal stage's ``outcome`` and the declared outputs."""
+    (core/cohort/outcomes.py): the terminal stage's ``outcome`` and the declared outputs."""
 
     outcome: str
     outputs: dict[str, Any] | None = None
@@ -171,14 +171,14 @@ class SubworkflowEntry(Part):
     observed: ObservedChild | None = None
     seed: SpawnSeed | None = None  # set while the child may still need materialising
     queued: bool | None = None  # waiting in its cohort's window: no child document yet
-    # how the child finished (core/outcomes.py): stamped with ``resolved``, in its commit
+    # how the child finished (core/cohort/outcomes.py): stamped with ``resolved``, in its commit
     outcome: str | None = None  # succeeded | failed | aborted; None while live
     outputs: dict[str, Any] | None = None  # the child's declared outputs
     outputsError: str | None = None  # why ``outputs`` is None although declared
     attempt: int | None = None  # None reads as 1 (redrive counts attempts)
     previousChildIds: list[str] | None = None  # None reads as [] (earlier attempts' children)
-    # what redrive rebuilds the child from (core/redrive.py): the spawn's handoff, kept
-    # when ``seed`` is not; and the bulk calls' derived keys applied to it (core/bulk.py)
+    # what redrive rebuilds the child from (core/cohort/redrive.py): the spawn's handoff, kept
+    # when ``seed`` is not; and the bulk calls' derived keys applied to it (cohort/selection.py)
     handoff: SpawnSeed | None = None
     bulkKeys: list[ProcessedRequest] | None = None
     abortReason: str | None = None  # a code: why the engine aborted it (failure-budget-exceeded)
@@ -197,7 +197,7 @@ class SubworkflowEntry(Part):
 
 
 class BulkCall(Part):
-    """A bulk cohort verb that has committed some of its batches (core/bulk.py): what the
+    """A bulk cohort verb that has committed some of its batches (cohort/selection.py): what the
     heartbeat needs to finish it under the same key."""
 
     op: str
@@ -216,14 +216,14 @@ class BulkCall(Part):
 
 class CohortWindow(Part):
     """An operator's setting for one cohort (``updateCohort``), keyed by the visit that
-    spawned it; without one the spawn block's ``maxActive`` applies (core/window.py)."""
+    spawned it; without one the spawn block's ``maxActive`` applies (core/cohort/window.py)."""
 
     activity: str
     stageEntry: str
     maxActive: int | None = None
-    failureBudget: dict[str, Any] | None = None  # {"count": N} | {"percent": P} (core/budget.py)
+    failureBudget: dict[str, Any] | None = None  # {"count": N} | {"percent": P} (cohort/budget.py)
     budgetExceededAt: str | None = None  # when the budget acted: it acts once per cohort
-    # a cancel or abort of the whole cohort closed it (core/bulk_verbs.py): no top-up
+    # a cancel or abort of the whole cohort closed it (core/cohort/bulk.py): no top-up
     closedAt: str | None = None
     closedBy: str | None = None  # abortCohort | cancelCohort
 
@@ -311,16 +311,16 @@ class Instance(Part):
     effectHistory: list[EffectRun] = Field(default_factory=list)
     history: list[dict[str, Any]] = Field(default_factory=list)
     processedRequests: list[ProcessedRequest] = Field(default_factory=list)
-    # where the registry lives (core/rows.py): rows and their history entries are
+    # where the registry lives (core/cohort/chunks.py): rows and their history entries are
     # documents of their own; the instance keeps how many there are
     rowCount: int | None = None  # registry rows stored beside the instance
     cohorts: list[CohortWindow] | None = None  # operators' cohort settings (updateCohort)
-    cohortRows: list[dict[str, Any]] | None = None  # per-cohort counts (core/cohort_index.py)
+    cohortRows: list[dict[str, Any]] | None = None  # per-cohort counts (core/cohort/tallies.py)
     startedAt: str
     lastChangedAt: str
     completedAt: str | None = None
     abortedAt: str | None = None
-    result: ChildResult | None = None  # set by the commit that completes it (core/outcomes.py)
+    result: ChildResult | None = None  # set by the commit that completes it (cohort/outcomes.py)
     nextEvaluationAt: str | None = None
     watch: list[str] = Field(default_factory=list)
     startedBy: ActorModel | None = None
@@ -332,7 +332,7 @@ class Instance(Part):
     materialising: bool | None = None  # a large spawn's children are still being created
     bulkCalls: list[BulkCall] | None = None  # bulk cohort verbs interrupted between batches
     # what plans derived from the registry, each memo checked against the rows it is
-    # used with (core/registry.subworkflow_rows, core/cohorts.row_places); never stored.
+    # used with (cohort/registry.subworkflow_rows, cohort/observe.row_places); never stored.
     # A commit's copy starts with its source's memos, so a round on a 10,000-row
     # parent redoes the work only for the rows that changed since.
     _derived: dict[str, Any] = PrivateAttr(default_factory=dict)
@@ -403,7 +403,7 @@ class Instance(Part):
 
     def stored_json(self) -> dict[str, Any]:
         """The instance document's own state: without the registry rows (stored
-        beside it, core/rows.py) and without the history, which only grows and is
+        beside it, core/cohort/chunks.py) and without the history, which only grows and is
         written by appending (``inline_history``)."""
         doc = self.model_dump(mode="json", by_alias=True, exclude_none=True,
                               exclude={"subworkflows", "history", "owing"})
@@ -466,7 +466,7 @@ def history_index(instance: Instance) -> HistoryIndex:
 
     A cohort parent's history holds two entries per child, and every commit
     needs the inline ones (the size guard) and the ones of the chunks it
-    rewrites (core/rows.py). History only grows and its entries are never
+    rewrites (core/cohort/chunks.py). History only grows and its entries are never
     edited, so the index is kept on the instance (``Instance._derived``) and
     extended by the entries added since: a round on 10,000 rows indexes its own
     few dozen entries, not 20,000.

@@ -16,11 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kinflow.core import budget as failure_budget
-from kinflow.core import cancellation, window
+from kinflow.core import cancellation
 from kinflow.core import effects as fx
 from kinflow.core.actions import fire
-from kinflow.core.cohorts import Observation, apply_observations
+from kinflow.core.cohort import budget as failure_budget
+from kinflow.core.cohort import window
+from kinflow.core.cohort.chunks import replace_row
+from kinflow.core.cohort.observe import Observation, apply_observations
 from kinflow.core.commit import Commit, StartInstance, plan_create
 from kinflow.core.conditions import Renderer
 from kinflow.core.context import PlanContext
@@ -44,7 +46,6 @@ from kinflow.core.inputs import check_key, check_text, check_value
 from kinflow.core.ledger import is_replay, remember
 from kinflow.core.mutation import Mutation
 from kinflow.core.ops import OpSource, apply_op, set_activity_status
-from kinflow.core.rows import replace_row
 from kinflow.core.stages import move, prime
 from kinflow.core.state import TERMINAL_ACTIVITY, AbortPending, Instance
 from kinflow.define import sites
@@ -429,7 +430,7 @@ def plan_reset_activity(state: Instance, verb: ResetActivity, ctx: PlanContext) 
 class UpdateCohort:
     activity: str
     max_active: int | None = None  # None leaves the window as it is
-    failure_budget: Any = None  # None leaves the budget as it is (core/budget.py)
+    failure_budget: Any = None  # None leaves the budget as it is (core/cohort/budget.py)
 
 
 def plan_update_cohort(state: Instance, verb: UpdateCohort, ctx: PlanContext) -> Mutation:

@@ -130,7 +130,7 @@ class InvariantChecker:
         m = self.model
         if self._stage(m.initialStage) is None:
             return
-        # a declared cancel stage is entered by a cancellation (core/cancel.py)
+        # a declared cancel stage is entered by a cancellation (core/cancel_instance.py)
         roots = [m.initialStage]
         if m.cancelStage is not None and self._stage(m.cancelStage) is not None:
             roots.append(m.cancelStage)

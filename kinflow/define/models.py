@@ -153,7 +153,7 @@ class DefinitionRef(Stored):
 
 
 class FailureBudget(Stored):
-    """``spawn.failureBudget``: exactly one of ``count`` or ``percent`` (core/budget.py)."""
+    """``spawn.failureBudget``: exactly one of ``count`` or ``percent`` (core/cohort/budget.py)."""
 
     count: Annotated[int, Field(strict=True, ge=0)] | None = None
     percent: Annotated[float, Field(gt=0, le=100)] | None = None
@@ -167,9 +167,9 @@ class SpawnBlock(Stored):
     onExit: Literal["detach", "abort", "cancel"] | None = None
     # what a cancellation of the parent does to the child (core/cancellation.py)
     onCancel: Literal["cancel", "abort", "detach"] | None = None
-    # the window: at most this many children of the cohort live at once (core/window.py)
+    # the window: at most this many children of the cohort live at once (core/cohort/window.py)
     maxActive: Annotated[int, Field(strict=True, ge=1)] | None = None
-    # the failure budget and what exceeding it does (core/budget.py)
+    # the failure budget and what exceeding it does (core/cohort/budget.py)
     failureBudget: FailureBudget | None = None
     onBudgetExceeded: Literal["abort-rest", "cancel-rest", "continue"] | None = None
 
@@ -276,7 +276,7 @@ class WorkflowDefinition(Stored):
     retention: Retention | None = None
     # workflow-scope fields copied onto the parent's row when the child finishes
     outputs: list[str] | None = None
-    # graceful cancellation (core/cancel.py): the stage a cancelled instance cleans up
+    # graceful cancellation (core/cancel_instance.py): the stage a cancelled instance cleans up
     # in, and how long it may take before it is aborted instead
     cancelStage: str | None = None
     cancelTimeoutSeconds: Annotated[int, Field(strict=True, ge=1)] | None = None

@@ -1,7 +1,7 @@
 """Running a bulk cohort verb: select once, then apply in batched, keyed commits.
 
-``core/bulk.py`` says which rows and under which keys; the verb's pure
-planners (``core/redrive.py`` for ``redriveCohort``) say what a select and a
+``core/cohort/selection.py`` says which rows and under which keys; the verb's pure
+planners (``core/cohort/redrive.py`` for ``redriveCohort``) say what a select and a
 batch do. This module is the loop around them: one selection on the loaded
 parent (every refusal of the whole call happens here, before anything is
 applied), then one fenced commit of the parent per ``limits.bulk_batch``
@@ -20,7 +20,7 @@ recorded call again under its key (``finish``), which applies exactly the
 rows still unmarked. Without a caller key the call draws one and records it
 the same way, so its batches stay exactly-once whoever finishes them.
 
-``fireCohort`` (core/bulk_verbs.py) is shaped differently: its rows' children
+``fireCohort`` (core/cohort/selection.py) is shaped differently: its rows' children
 are separate instances, so a batch fires each child with its own fenced
 update, keyed by the derived key in the child's ledger (the batch's children
 in ``FIRE_TRANSACTIONS`` lake transactions), then marks the batch's rows in
@@ -37,8 +37,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from kinflow.core import bulk, bulk_verbs, verbs
-from kinflow.core import redrive as redriving
+from kinflow.core import verbs
+from kinflow.core.cohort import bulk, selection
+from kinflow.core.cohort import redrive as redriving
 from kinflow.core.context import Actor, PlanContext
 from kinflow.core.errors import InstanceNotFound
 from kinflow.core.mutation import Mutation
@@ -73,15 +74,15 @@ class BulkRunner:
         # parents with a bulk call running in this process (the heartbeat leaves them)
         self.now: set[str] = set()
 
-    async def redrive(self, parent_id: str, activity: str, where: bulk.CohortFilter | None,
-                      idempotency_key: str | None, actor: Actor) -> bulk.BulkResult:
-        """``redriveCohort`` (core/redrive.py)."""
+    async def redrive(self, parent_id: str, activity: str, where: selection.CohortFilter | None,
+                      idempotency_key: str | None, actor: Actor) -> selection.BulkResult:
+        """``redriveCohort`` (core/cohort/redrive.py)."""
         verb = redriving.Redrive(activity, where, idempotency_key or f"bulk-{ids.random_key()}",
                                keyed=idempotency_key is not None)
         return await self._run(parent_id, verb, actor)
 
     async def _run(self, parent_id: str, verb: redriving.Redrive, actor: Actor
-                   ) -> bulk.BulkResult:
+                   ) -> selection.BulkResult:
         t = self.transact
         state = await t.load(parent_id, None)
 
@@ -90,9 +91,9 @@ class BulkRunner:
 
         selected: list[str] = await t.plan(select, actor, None, t.clock(),
                                            offload=heavy(state))
-        result = bulk.BulkResult(matched=len(selected))
+        result = selection.BulkResult(matched=len(selected))
         # one commit even for an empty selection: it forgets a call recorded before
-        groups = list(bulk.batches(selected, t.limits.bulk_batch)) or [[]]
+        groups = list(selection.batches(selected, t.limits.bulk_batch)) or [[]]
         self.now.add(parent_id)
         try:
             for number, keys in enumerate(groups):
@@ -119,7 +120,7 @@ class BulkRunner:
         state = await t.load(parent_id, None)
         finished = 0
         for call in list(state.bulkCalls or []):
-            if call.op != redriving.OP and call.op not in bulk_verbs.OPS:
+            if call.op != redriving.OP and call.op not in bulk.OPS:
                 continue
             who = Actor(call.actor.kind, call.actor.id, tuple(call.actor.roles)) \
                 if call.actor is not None else actor
@@ -135,54 +136,54 @@ class BulkRunner:
     async def _again(self, parent_id: str, call: BulkCall, actor: Actor) -> None:
         if call.op == redriving.OP:
             await self._run(parent_id, redriving.Redrive.of_call(call), actor)
-        elif call.op == bulk_verbs.FIRE:
-            await self._fire(parent_id, bulk_verbs.CohortCall.of_call(call), actor)
+        elif call.op == bulk.FIRE:
+            await self._fire(parent_id, bulk.CohortCall.of_call(call), actor)
         else:
-            await self._end(parent_id, bulk_verbs.CohortCall.of_call(call), actor)
+            await self._end(parent_id, bulk.CohortCall.of_call(call), actor)
 
-    # ---- fireCohort, abortCohort, cancelCohort (core/bulk_verbs.py) ----
+    # ---- fireCohort, abortCohort, cancelCohort (core/cohort/selection.py) ----
 
-    async def fire(self, parent_id: str, activity: str, where: bulk.CohortFilter | None,
+    async def fire(self, parent_id: str, activity: str, where: selection.CohortFilter | None,
                    child_activity: str, action: str, params: dict[str, Any] | None,
-                   idempotency_key: str | None, actor: Actor) -> bulk.BulkResult:
+                   idempotency_key: str | None, actor: Actor) -> selection.BulkResult:
         """``fireCohort``: ``action`` of ``child_activity`` on each matching live child."""
-        call = bulk_verbs.CohortCall(bulk_verbs.FIRE, activity, where, *_key(idempotency_key),
+        call = bulk.CohortCall(bulk.FIRE, activity, where, *_key(idempotency_key),
                                      child_activity=child_activity, action=action,
                                      params=params)
         return await self._fire(parent_id, call, actor)
 
     async def end(self, op: str, parent_id: str, activity: str,
-                  where: bulk.CohortFilter | None, reason: str | None,
-                  idempotency_key: str | None, actor: Actor) -> bulk.BulkResult:
+                  where: selection.CohortFilter | None, reason: str | None,
+                  idempotency_key: str | None, actor: Actor) -> selection.BulkResult:
         """``abortCohort`` or ``cancelCohort`` (``op``); without a filter it closes the
         cohort."""
-        call = bulk_verbs.CohortCall(op, activity, where, *_key(idempotency_key),
+        call = bulk.CohortCall(op, activity, where, *_key(idempotency_key),
                                      reason=reason)
         return await self._end(parent_id, call, actor)
 
-    async def _select(self, parent_id: str, call: bulk_verbs.CohortCall, actor: Actor
+    async def _select(self, parent_id: str, call: bulk.CohortCall, actor: Actor
                       ) -> list[str]:
         t = self.transact
         state = await t.load(parent_id, None)
 
         def select(ctx: PlanContext) -> list[str]:
-            return bulk_verbs.plan_select(state, call, ctx)
+            return bulk.plan_select(state, call, ctx)
 
         selected: list[str] = await t.plan(select, actor, None, t.clock(),
                                            offload=heavy(state))
         return selected
 
-    async def _fire(self, parent_id: str, call: bulk_verbs.CohortCall, actor: Actor
-                    ) -> bulk.BulkResult:
+    async def _fire(self, parent_id: str, call: bulk.CohortCall, actor: Actor
+                    ) -> selection.BulkResult:
         t = self.transact
         selected = await self._select(parent_id, call, actor)
-        result = bulk.BulkResult(matched=len(selected))
-        groups = list(bulk.batches(selected, t.limits.bulk_batch))
+        result = selection.BulkResult(matched=len(selected))
+        groups = list(selection.batches(selected, t.limits.bulk_batch))
         self.now.add(parent_id)
         try:
             if groups:
                 state = (await t.commit(
-                    parent_id, lambda s, c: bulk_verbs.plan_open(s, call, c),
+                    parent_id, lambda s, c: bulk.plan_open(s, call, c),
                     verb=call.op, actor=actor)).instance
             took: list[str] = []  # fired on, not yet marked on the parent
             for number, keys in enumerate(groups or [[]]):
@@ -192,8 +193,8 @@ class BulkRunner:
 
                     def targets(ctx: PlanContext, keys: list[str] = keys,
                                 state: Instance = state
-                                ) -> tuple[list[bulk_verbs.Target], int]:
-                        return bulk_verbs.fire_targets(state, call, keys, ctx)
+                                ) -> tuple[list[bulk.Target], int]:
+                        return bulk.fire_targets(state, call, keys, ctx)
 
                     chosen, skipped = await t.plan(targets, actor, None, t.clock())
                     result.skipped += skipped
@@ -204,7 +205,7 @@ class BulkRunner:
 
                 def marks(s: Instance, ctx: PlanContext, took: list[str] = took,
                           last: bool = last) -> Mutation:
-                    return bulk_verbs.plan_marks(s, call, took, ctx, last=last)
+                    return bulk.plan_marks(s, call, took, ctx, last=last)
 
                 state = (await t.commit(parent_id, marks, verb=call.op, actor=actor)).instance
                 took = []
@@ -212,9 +213,9 @@ class BulkRunner:
             self.now.discard(parent_id)
         return result
 
-    async def _fire_children(self, targets: list[bulk_verbs.Target],
-                             call: bulk_verbs.CohortCall, actor: Actor,
-                             result: bulk.BulkResult) -> list[str]:
+    async def _fire_children(self, targets: list[bulk.Target],
+                             call: bulk.CohortCall, actor: Actor,
+                             result: selection.BulkResult) -> list[str]:
         """Fire on each target's child, every child its own fenced update, the batch in
         ``FIRE_TRANSACTIONS`` lake transactions at once; the row keys whose child took the
         fire (in this call or an earlier one under the same key)."""
@@ -225,10 +226,10 @@ class BulkRunner:
         done: list[Mutation] = []
         for target, outcome in (pair for part in fired for pair in part):
             if isinstance(outcome, KinflowError):
-                if bulk_verbs.not_eligible(outcome):
+                if bulk.not_eligible(outcome):
                     result.skipped += 1
                 else:
-                    result.refusals.append(bulk.BulkRefusal(
+                    result.refusals.append(selection.BulkRefusal(
                         target.child_id, target.row_key, outcome.code, str(outcome)))
                 continue
             took.append(target.row_key)
@@ -250,13 +251,13 @@ class BulkRunner:
         await asyncio.gather(*(rest(m) for m in done))
         return took
 
-    async def _fire_part(self, targets: list[bulk_verbs.Target], call: bulk_verbs.CohortCall,
-                         actor: Actor) -> list[tuple[bulk_verbs.Target, Mutation | KinflowError]]:
+    async def _fire_part(self, targets: list[bulk.Target], call: bulk.CohortCall,
+                         actor: Actor) -> list[tuple[bulk.Target, Mutation | KinflowError]]:
         """One lake transaction firing on ``targets``' children: each child read, planned
         (``plan_fire_action`` under its derived key) and written like a verb's commit; a
         child that refuses is left untouched and its refusal returned in its place."""
         t = self.transact
-        outcomes: list[tuple[bulk_verbs.Target, Mutation | KinflowError]] = []
+        outcomes: list[tuple[bulk.Target, Mutation | KinflowError]] = []
 
         async def callback(session: AsyncClientSession) -> None:
             outcomes.clear()  # a write conflict runs the whole transaction again
@@ -273,7 +274,7 @@ class BulkRunner:
                 if state.rowCount:
                     await t.rows.attach(state, session)
                 verb = verbs.FireAction(call.child_activity or "", call.action or "",
-                                        call.params, bulk.row_key(call.key, target.row_key))
+                                        call.params, selection.row_key(call.key, target.row_key))
 
                 def fire(ctx: PlanContext, state: Instance = state,
                          verb: verbs.FireAction = verb) -> Mutation:
@@ -291,12 +292,12 @@ class BulkRunner:
         await t.lake.transaction(callback, verb="fireAction")
         return list(outcomes)
 
-    async def _end(self, parent_id: str, call: bulk_verbs.CohortCall, actor: Actor
-                   ) -> bulk.BulkResult:
+    async def _end(self, parent_id: str, call: bulk.CohortCall, actor: Actor
+                   ) -> selection.BulkResult:
         t = self.transact
         selected = await self._select(parent_id, call, actor)
-        result = bulk.BulkResult(matched=len(selected))
-        groups = list(bulk.batches(selected, t.limits.bulk_batch)) or [[]]
+        result = selection.BulkResult(matched=len(selected))
+        groups = list(selection.batches(selected, t.limits.bulk_batch)) or [[]]
         done: set[str] = set()  # a closing first batch ends every queued row at once
         self.now.add(parent_id)
         try:
@@ -309,7 +310,7 @@ class BulkRunner:
                 def batch(s: Instance, ctx: PlanContext, keys: list[str] = keys,
                           first: bool = number == 0,
                           last: bool = number == len(groups) - 1) -> Mutation:
-                    return bulk_verbs.plan_end_batch(s, call, keys, ctx, first=first, last=last)
+                    return bulk.plan_end_batch(s, call, keys, ctx, first=first, last=last)
 
                 mutation = await t.commit(parent_id, batch, verb=call.op, actor=actor)
                 result.add(mutation.result.result)
@@ -328,4 +329,4 @@ def _key(given: str | None) -> tuple[str, bool]:
 def _forget(state: Instance, call: BulkCall, ctx: PlanContext) -> Mutation:
     if call.op == redriving.OP:
         return redriving.plan_forget(state, redriving.Redrive.of_call(call), ctx)
-    return bulk_verbs.plan_forget(state, bulk_verbs.CohortCall.of_call(call), ctx)
+    return bulk.plan_forget(state, bulk.CohortCall.of_call(call), ctx)

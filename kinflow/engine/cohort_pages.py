@@ -1,5 +1,5 @@
 """A page of one cohort's rows, read chunk by chunk by id (the I/O half of
-``core/cohort_index.py``).
+``core/cohort/tallies.py``).
 
 The embedded lake decodes every document a ``find`` matches before it applies
 ``limit``, and evaluates any predicate beyond the index by decoding the
@@ -18,8 +18,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kinflow.core import cohort_index
-from kinflow.core.rows import CHUNK, chunk_id
+from kinflow.core.cohort.chunks import CHUNK, chunk_id
+from kinflow.core.cohort.tallies import candidate_chunks, total
 from kinflow.core.state import SubworkflowEntry
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ async def read_page(store: RowStore, parent_id: str, entry: dict[str, Any], *, f
         return page
     start = max(int(entry["first"]), -1 if after is None else after + 1)
     end = int(entry["last"])
-    chunks = cohort_index.candidate_chunks(entry, tallies, start)
+    chunks = candidate_chunks(entry, tallies, start)
     batch = -(-(start % CHUNK + first + 1) // CHUNK)  # what a contiguous page spans
     while chunks:
         wanted, chunks = chunks[:batch], chunks[batch:]
@@ -90,6 +90,6 @@ async def count_matching(store: RowStore, parent_id: str, entry: dict[str, Any],
                          match: Matcher, tallies: Collection[str] | None) -> int:
     """How many rows of the cohort ``match``: the one count that reads rows (a filter on
     row keys, stage or a GROQ ``where``); status/outcome counts come from the summary."""
-    found = await read_page(store, parent_id, entry, first=cohort_index.total(entry),
+    found = await read_page(store, parent_id, entry, first=total(entry),
                             after=None, match=match, tallies=tallies)
     return len(found.rows)

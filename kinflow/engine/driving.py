@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kinflow.core import cancellation, verbs, window
-from kinflow.core.cancel import CancelInstance, plan_cancel
-from kinflow.core.cohorts import (
+from kinflow.core import cancellation, verbs
+from kinflow.core.cancel_instance import CancelInstance, plan_cancel
+from kinflow.core.cohort import window
+from kinflow.core.cohort.observe import (
     OBSERVATION_FIELDS,
     Observation,
     condemned,

@@ -18,10 +18,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from kinflow.core import verbs
-from kinflow.core.bulk import BulkResult, CohortFilter
-from kinflow.core.bulk_verbs import ABORT as ABORT_COHORT
-from kinflow.core.bulk_verbs import CANCEL as CANCEL_COHORT
-from kinflow.core.cancel import CancelInstance, plan_cancel
+from kinflow.core.cancel_instance import CancelInstance, plan_cancel
+from kinflow.core.cohort.bulk import ABORT as ABORT_COHORT
+from kinflow.core.cohort.bulk import CANCEL as CANCEL_COHORT
+from kinflow.core.cohort.selection import BulkResult, CohortFilter
 from kinflow.core.context import Actor, Limits
 from kinflow.core.errors import InstanceNotFound
 from kinflow.core.gates import Verdict
@@ -205,7 +205,7 @@ class Engine:
     async def cancel_instance(self, instance_id: str, *, reason: str | None = None,
                               idempotency_key: str | None = None,
                               actor: Actor | None = None) -> OperationResult:
-        """Cancel gracefully (core/cancel.py): CANCELLING, the children asked per their
+        """Cancel gracefully (core/cancel_instance.py): CANCELLING, the children asked per their
         spawn's ``onCancel``, the ``cancelStage`` entered; CANCELLED once that stage
         finished and every child row settled, aborted past the timeout."""
         verb = CancelInstance(reason, idempotency_key)
@@ -222,7 +222,7 @@ class Engine:
     async def update_cohort(self, parent_id: str, activity: str, *,
                             max_active: int | None = None, failure_budget: Any = None,
                             actor: Actor | None = None) -> Instance:
-        """Change a cohort's window (core/window.py) or failure budget (core/budget.py);
+        """Change a cohort's window or failure budget (core/cohort/window.py, budget.py);
         the parent as it is afterwards."""
         verb = verbs.UpdateCohort(activity, max_active, failure_budget)
         result = await self._verb(parent_id, "updateCohort", actor,
@@ -234,7 +234,7 @@ class Engine:
                              idempotency_key: str | None = None,
                              actor: Actor | None = None) -> BulkResult:
         """A new attempt for each matching failed, aborted or cancelled row of the
-        activity's cohort (core/redrive.py), in batched commits (engine/bulk.py)."""
+        activity's cohort (core/cohort/redrive.py), in batched commits (engine/bulk.py)."""
         await self.ensure_ready()
         return await self.bulk.redrive(parent_id, activity, where, idempotency_key,
                                        actor or Actor.system())
@@ -245,7 +245,7 @@ class Engine:
                           idempotency_key: str | None = None,
                           actor: Actor | None = None) -> BulkResult:
         """Fire ``child_activity.action`` on each matching live child of the activity's
-        cohort, once per child under ``<key>:<rowKey>`` (core/bulk_verbs.py)."""
+        cohort, once per child under ``<key>:<rowKey>`` (core/cohort/bulk.py)."""
         await self.ensure_ready()
         return await self.bulk.fire(parent_id, activity, where, child_activity, action,
                                     params, idempotency_key, actor or Actor.system())
@@ -255,7 +255,7 @@ class Engine:
                            idempotency_key: str | None = None,
                            actor: Actor | None = None) -> BulkResult:
         """Abort each matching child of the activity's cohort; without ``where`` it also
-        closes the cohort (core/bulk_verbs.py)."""
+        closes the cohort (core/cohort/bulk.py)."""
         await self.ensure_ready()
         return await self.bulk.end(ABORT_COHORT, parent_id, activity, where, reason,
                                    idempotency_key, actor or Actor.system())
@@ -265,7 +265,7 @@ class Engine:
                             idempotency_key: str | None = None,
                             actor: Actor | None = None) -> BulkResult:
         """Gracefully cancel each matching child of the activity's cohort; without
-        ``where`` it also closes the cohort (core/bulk_verbs.py)."""
+        ``where`` it also closes the cohort (core/cohort/bulk.py)."""
         await self.ensure_ready()
         return await self.bulk.end(CANCEL_COHORT, parent_id, activity, where, reason,
                                    idempotency_key, actor or Actor.system())

@@ -1,5 +1,5 @@
 """The registry chunks of one dataset: read, written, assembled (the I/O half of
-``core/rows.py``).
+``core/cohort/chunks.py``).
 
 Chunks live in the dataset's ``rows`` side collection (``<dataset>.rows``),
 never in the dataset itself, so GROQ's ``*`` and the instance listings do not
@@ -18,8 +18,8 @@ from collections import OrderedDict
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from kinflow.core import rows as registry_rows
-from kinflow.core.rows import RowWrites
+from kinflow.core.cohort import chunks as registry_rows
+from kinflow.core.cohort.chunks import RowWrites
 from kinflow.core.state import Instance, SubworkflowEntry
 from kinflow.storage.database import side_name
 from kinflow.storage.indexes import IndexSpec
@@ -58,7 +58,7 @@ class RowStore:
     async def attach(self, state: Instance, session: AsyncClientSession | None = None
                      ) -> Instance:
         """Put a loaded instance's registry rows and whole history back (in place):
-        in memory an instance is what it always was (core/rows.py)."""
+        in memory an instance is what it always was (core/cohort/chunks.py)."""
         docs = await self.documents(state.id_, session)
         rows, bound = registry_rows.rows_of_chunks(docs)
         if len(rows) > _PARSE_OFF_LOOP:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from kinflow.core import deploy as deploying
 from kinflow.core import patch as patching
-from kinflow.core.cohorts import Observation
+from kinflow.core.cohort.observe import Observation
 from kinflow.core.context import (
     Actor,
     Limits,

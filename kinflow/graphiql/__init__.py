@@ -15,7 +15,7 @@ from pathlib import Path
 
 from starlette.routing import BaseRoute, Mount
 
-from kinflow.static_files import HeaderedStaticFiles
+from kinflow.http.static_files import HeaderedStaticFiles
 
 STATIC_DIR = Path(__file__).parent / "static"
 ASSETS_PREFIX = "/graphiql/static"

@@ -5,7 +5,7 @@
 ``/healthz``. Its lifespan opens the lake (starting the embedded daemon when
 no MongoDB URI is configured), the change hub and the engine, keeps them on
 ``app.state``, and on shutdown ends every subscription before closing the
-lake. Run it with ``uvicorn kinflow.app:create_app --factory`` or
+lake. Run it with ``uvicorn kinflow.http.app:create_app --factory`` or
 ``kinflow serve``.
 """
 
@@ -31,26 +31,26 @@ from strawberry.http import GraphQLRequestData
 from strawberry.types import ExecutionResult, SubscriptionExecutionResult
 
 from kinflow import __version__
-from kinflow.auth import TokenTable, Unauthenticated, authenticate, bearer, load_tokens
-from kinflow.auth_http import client_host, ide_page_request, refusal, request_token
 from kinflow.engine import Actor, Engine
 from kinflow.engine.leases import prepare_engine_side
 from kinflow.graphiql import graphiql_routes, local_page
-from kinflow.http_guards import guard_middleware
+from kinflow.http.body_limit import RequestSizeLimit
+from kinflow.http.credentials import client_host, ide_page_request, refusal, request_token
+from kinflow.http.guards import guard_middleware
+from kinflow.http.shutdown import stop_bounded
+from kinflow.http.throttle import FailureThrottle, TooManyAttempts
+from kinflow.http.tokens import TokenTable, Unauthenticated, authenticate, bearer, load_tokens
+from kinflow.http.transport import TransportView
+from kinflow.http.ws_quiet import QuietTransportWSHandler
 from kinflow.inspector import inspector_routes
-from kinflow.limits_http import RequestSizeLimit
 from kinflow.plugins import build_engine
 from kinflow.schema import build_schema
 from kinflow.schema.context import Context, Services
 from kinflow.schema.hubs import Hubs
 from kinflow.settings import Settings
-from kinflow.shutdown import stop_bounded
 from kinflow.storage import open_lake
 from kinflow.storage.datasets import Datasets, parse_dataset_list
-from kinflow.throttle import FailureThrottle, TooManyAttempts
-from kinflow.transport import TransportView
 from kinflow.worker import Worker
-from kinflow.ws_quiet import QuietTransportWSHandler
 
 log = logging.getLogger("kinflow.api")
 ANONYMOUS = Actor.person("anonymous")

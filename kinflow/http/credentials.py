@@ -16,9 +16,9 @@ from urllib.parse import parse_qsl
 from starlette.responses import JSONResponse
 from starlette.types import Scope
 
-from kinflow.auth import Unauthenticated, bearer
 from kinflow.errors import KinflowError
-from kinflow.throttle import TooManyAttempts
+from kinflow.http.throttle import TooManyAttempts
+from kinflow.http.tokens import Unauthenticated, bearer
 
 # Request parameters that make a GraphQL operation (GET query string or body fields).
 _OPERATION_PARAMS = frozenset({"query", "operationname", "variables", "extensions"})

@@ -11,7 +11,7 @@ also deploy, set stages and reset activities.
 
 Tokens are secrets of at least ``MIN_TOKEN_LENGTH`` characters, compared as
 SHA-256 digests in constant time against every configured token, and failed
-attempts are throttled per client address (``kinflow.throttle``).
+attempts are throttled per client address (``kinflow.http.throttle``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Any
 
 from kinflow.engine import Actor
 from kinflow.errors import ConfigurationError, KinflowError
+from kinflow.http.throttle import FailureThrottle
 from kinflow.settings import Settings
-from kinflow.throttle import FailureThrottle
 
 ROLES = ("viewer", "operator", "admin")
 _RANK = {role: rank for rank, role in enumerate(ROLES)}

@@ -29,7 +29,7 @@ from strawberry.types.graphql import OperationType as StrawberryOperationType
 from strawberry.types.unset import UNSET
 
 from kinflow.errors import KinflowError
-from kinflow.http_guards import error_body
+from kinflow.http.guards import error_body
 from kinflow.schema.context import Context
 
 JSON_TYPE = "application/json"

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse
 from starlette.routing import BaseRoute, Mount, Route
 
-from kinflow.static_files import HeaderedStaticFiles
+from kinflow.http.static_files import HeaderedStaticFiles
 
 STATIC_DIR = Path(__file__).parent / "static"
 

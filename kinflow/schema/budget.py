@@ -1,4 +1,4 @@
-"""``Cohort.budget``: a cohort's failure budget as GraphQL shows it (core/budget.py).
+"""``Cohort.budget``: a cohort's failure budget as GraphQL shows it (core/cohort/budget.py).
 
 The budget itself is the operator's setting for the visit that spawned the
 cohort (``updateCohort``), else what the parent's pinned definition declares;
@@ -12,9 +12,9 @@ from typing import Any
 
 import strawberry
 
-from kinflow.core import budget as failure_budget
+from kinflow.core.cohort import budget as failure_budget
+from kinflow.core.cohort.registry import CohortCounts, Row
 from kinflow.core.definitions import parse_snapshot
-from kinflow.core.registry import CohortCounts, Row
 
 Doc = dict[str, Any]
 

@@ -1,6 +1,6 @@
 """GraphQL of the bulk cohort verbs: the ``CohortFilter`` input and ``BulkResult``.
 
-Thin: the selection and the counts are ``kinflow.core.bulk``'s; this module
+Thin: the selection and the counts are ``kinflow.core.cohort.selection``'s; this module
 only converts between them and the contract's GraphQL shapes
 (COHORT-CONTROL.md, "GraphQL additions"). ``Cohort.page(where:)`` reads the
 same input, and ``Cohort.closed`` reads ``cohort_closed``.
@@ -12,8 +12,8 @@ from typing import Any
 
 import strawberry
 
-from kinflow.core import bulk
-from kinflow.core.registry import Row
+from kinflow.core.cohort import selection
+from kinflow.core.cohort.registry import Row
 from kinflow.schema.instance_parts import ChildStatus
 
 
@@ -28,8 +28,8 @@ class CohortFilter:
         default=None, description="A GROQ condition evaluated with the row as the current "
         "value, e.g. \"outputs.wordCount > 1000\".")
 
-    def to_core(self) -> bulk.CohortFilter:
-        return bulk.CohortFilter(
+    def to_core(self) -> selection.CohortFilter:
+        return selection.CohortFilter(
             status=tuple(s.value for s in self.status) if self.status is not None else None,
             outcome=tuple(self.outcome) if self.outcome is not None else None,
             row_keys=tuple(self.row_keys) if self.row_keys is not None else None,
@@ -53,7 +53,7 @@ class BulkResult:
     refusals: list[BulkRefusal]
 
     @classmethod
-    def of(cls, result: bulk.BulkResult) -> BulkResult:
+    def of(cls, result: selection.BulkResult) -> BulkResult:
         return cls(matched=result.matched, applied=result.applied, skipped=result.skipped,
                    refusals=[BulkRefusal(child_id=strawberry.ID(r.child_id), row_key=r.row_key,
                                          code=r.code, message=r.message)

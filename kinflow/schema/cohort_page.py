@@ -1,7 +1,7 @@
 """``Cohort.page`` and the counts of a cohort, served without reading every row.
 
 A cohort the ``cohort`` query answers comes with a ``CohortSource``: the
-parent's per-cohort summary (``core/cohort_index.py``) gives its counts and
+parent's per-cohort summary (``core/cohort/tallies.py``) gives its counts and
 the total of a status/outcome filter; a page reads only the chunks it needs
 (``engine/cohort_pages.py``). A cohort built from rows already in memory (a
 subscription's event, a mutation's answer) pages over those rows instead.
@@ -18,9 +18,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kinflow.core import bulk, cohort_index
+from kinflow.core.cohort import selection, tallies
+from kinflow.core.cohort.registry import CohortCounts, Row, api_row, row_view
 from kinflow.core.context import Limits
-from kinflow.core.registry import CohortCounts, Row, api_row, row_view
 from kinflow.core.state import SubworkflowEntry
 from kinflow.engine import cohort_pages
 from kinflow.errors import InvalidInput
@@ -79,19 +79,19 @@ def check_first(first: int) -> int:
 # ---------------------------------------------------------------- filters
 
 
-def spec_of(where: CohortFilter | None) -> bulk.CohortFilter | None:
-    """The pure filter of a ``CohortFilter`` input (the redrive lane's, schema/bulk.py)."""
+def spec_of(where: CohortFilter | None) -> selection.CohortFilter | None:
+    """The pure filter of a ``CohortFilter`` input (the redrive lane's, schema/selection.py)."""
     return where.to_core() if where is not None else None
 
 
-def tallies(entry: dict[str, Any], spec: bulk.CohortFilter | None) -> set[str] | None:
+def filter_tallies(entry: dict[str, Any], spec: selection.CohortFilter | None) -> set[str] | None:
     """The ``status:outcome`` pairs of the cohort a row ``spec`` selects can have
     (``None``: the filter says nothing about them)."""
     if spec is None or (spec.status is None and spec.outcome is None):
         return None
     found = set()
     for key in entry.get("counts", {}):
-        status, outcome = cohort_index.split(key)
+        status, outcome = tallies.split(key)
         if spec.status is not None and status not in spec.status:
             continue
         if spec.outcome is not None and outcome not in spec.outcome:
@@ -100,16 +100,16 @@ def tallies(entry: dict[str, Any], spec: bulk.CohortFilter | None) -> set[str] |
     return found
 
 
-def counted_by_summary(spec: bulk.CohortFilter | None) -> bool:
+def counted_by_summary(spec: selection.CohortFilter | None) -> bool:
     return spec is None or (spec.row_keys is None and spec.stage is None and spec.where is None)
 
 
 def counts_of(entry: dict[str, Any] | None) -> CohortCounts:
     """The Cohort counts from a parent's summary entry (no row read)."""
     def n(statuses: list[str] | None = None, outcomes: list[str] | None = None) -> int:
-        return cohort_index.count_where(entry, statuses, outcomes)
+        return tallies.count_where(entry, statuses, outcomes)
 
-    return CohortCounts(total=cohort_index.total(entry), active=n(["active"]),
+    return CohortCounts(total=tallies.total(entry), active=n(["active"]),
                         done=n(["done"]), aborted=n(["aborted"]), queued=n(["queued"]),
                         failed=n(None, ["failed", "aborted"]), cancelled=n(["cancelled"]))
 
@@ -131,7 +131,7 @@ class CohortSource:
     def row(self, entry: SubworkflowEntry) -> Row:
         return api_row(self.parent_id, entry, self.open_key)
 
-    def matcher(self, spec: bulk.CohortFilter | None) -> cohort_pages.Matcher | None:
+    def matcher(self, spec: selection.CohortFilter | None) -> cohort_pages.Matcher | None:
         if spec is None:
             return None
         tree = spec.check(self.limits)
@@ -142,7 +142,7 @@ class CohortSource:
         check_first(first)
         spec = spec_of(where)
         match = self.matcher(spec)
-        pairs = tallies(self.entry, spec)
+        pairs = filter_tallies(self.entry, spec)
         found = await cohort_pages.read_page(self.store, self.parent_id, self.entry,
                                              first=first, after=decode(after, "row"),
                                              match=match, tallies=pairs)
@@ -152,8 +152,8 @@ class CohortSource:
             if after is None and not found.has_next:  # this page holds every match
                 return len(found.rows)
             if counted_by_summary(spec):
-                return (cohort_index.total(self.entry) if spec is None else
-                        cohort_index.count_where(self.entry, spec.status, spec.outcome))
+                return (tallies.total(self.entry) if spec is None else
+                        tallies.count_where(self.entry, spec.status, spec.outcome))
             assert match is not None
             return await cohort_pages.count_matching(self.store, self.parent_id, self.entry,
                                                      match, pairs)
@@ -165,7 +165,7 @@ class CohortSource:
         if self._all is None:
             found = await cohort_pages.read_page(
                 self.store, self.parent_id, self.entry,
-                first=max(1, cohort_index.total(self.entry)), after=None)
+                first=max(1, tallies.total(self.entry)), after=None)
             self._all = [self.row(r) for _, r in found.rows]
         return self._all
 
@@ -179,7 +179,7 @@ async def page_of_rows(rows: list[Row], first: int, after: str | None,
     tree = spec.check(limits) if spec is not None else None
     place = decode(after, "at")
     start = 0 if place is None else place + 1
-    chosen = [(i, r) for i, r in enumerate(rows) if bulk.matches_row(spec, r, tree)]
+    chosen = [(i, r) for i, r in enumerate(rows) if selection.matches_row(spec, r, tree)]
     after_start = [(i, r) for i, r in chosen if i >= start]
     page = after_start[:first]
     end = encode("at", page[-1][0]) if page else after
@@ -213,7 +213,7 @@ async def indexed(store: RowStore, limits: Limits, parent: dict[str, Any], activ
     """The source of the cohort ``activity`` means and its last row (what the window
     and the cohort's visit are read from: one chunk); ``None`` if it never spawned."""
     open_key = open_key_of(parent)
-    entry = cohort_index.find(parent.get("cohortRows"), activity, open_key)
+    entry = tallies.find(parent.get("cohortRows"), activity, open_key)
     if entry is None:
         return None
     source = CohortSource(store, str(parent["_id"]), entry, open_key, limits)
@@ -226,4 +226,4 @@ async def indexed(store: RowStore, limits: Limits, parent: dict[str, Any], activ
 
 def spawned(parent: dict[str, Any], activity: str) -> bool:
     """Whether the parent's summary has a cohort of ``activity`` (in any visit)."""
-    return cohort_index.find(parent.get("cohortRows"), activity, None) is not None
+    return tallies.find(parent.get("cohortRows"), activity, None) is not None

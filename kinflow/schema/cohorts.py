@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kinflow.core.cohort.registry import Row, select
+from kinflow.core.cohort.window import declared_max
 from kinflow.core.definitions import definition_id, parse_snapshot
 from kinflow.core.errors import CohortNotFound
-from kinflow.core.registry import Row, select
-from kinflow.core.window import declared_max
 from kinflow.schema.loaders import Doc, Loaders
 
 
@@ -44,7 +44,7 @@ def cohort_signature(rows: list[Row]) -> tuple[tuple[Any, ...], ...]:
 
 
 def cohort_window(parent: Doc, activity: str, rows: list[Row]) -> int | None:
-    """The cohort's ``maxActive`` (core/window.py): the operator's setting for the visit
+    """The cohort's ``maxActive`` (core/cohort/window.py): the operator's setting for the visit
     that spawned ``rows``, else what the parent's pinned definition declares."""
     entries = parent.get("stages") or []
     visit = rows[-1].stage_entry if rows else (entries[-1].get("_key") if entries else None)

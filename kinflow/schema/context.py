@@ -9,10 +9,10 @@ from starlette.requests import Request
 from starlette.websockets import WebSocket
 from strawberry.types import Info
 
-from kinflow.auth import OPEN_ACTOR, TokenTable, require
 from kinflow.engine import Actor, Engine
 from kinflow.engine.siblings import sibling
 from kinflow.errors import DatasetNotFound
+from kinflow.http.tokens import OPEN_ACTOR, TokenTable, require
 from kinflow.schema.hubs import Hubs
 from kinflow.schema.loaders import Loaders
 from kinflow.settings import Settings

@@ -13,12 +13,12 @@ from typing import Any
 
 import strawberry
 
-from kinflow.auth import has_role
+from kinflow.core.cohort.registry import registry_rows
 from kinflow.core.owned import check_content_write, check_instance_id
-from kinflow.core.registry import registry_rows
 from kinflow.engine import OperationResult as EngineResult
 from kinflow.errors import DatasetNotFound, InvalidInput
 from kinflow.gdr import check_document_id, format_gdr
+from kinflow.http.tokens import has_role
 from kinflow.schema.bulk import BulkResult, CohortFilter
 from kinflow.schema.cohorts import cohort_rows, cohort_window
 from kinflow.schema.context import KInfo

@@ -7,9 +7,9 @@ from typing import Annotated, Any
 import strawberry
 
 from kinflow.core import readmodel
+from kinflow.core.cohort.registry import registry_rows
 from kinflow.core.definitions import DEFINITION_TYPE
 from kinflow.core.errors import DefinitionNotFound, InstanceNotFound
-from kinflow.core.registry import registry_rows
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.errors import InvalidInput
 from kinflow.gdr import check_document_id, format_gdr

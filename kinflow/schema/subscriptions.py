@@ -18,8 +18,8 @@ from typing import Any
 import strawberry
 
 from kinflow.core import readmodel
+from kinflow.core.cohort.registry import Row, select
 from kinflow.core.errors import InstanceNotFound
-from kinflow.core.registry import Row, select
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.gdr import check_document_id, format_gdr
 from kinflow.schema.cohorts import check_activity, cohort_rows, cohort_signature, cohort_window

@@ -18,7 +18,7 @@ import json
 import strawberry
 
 from kinflow.core import readmodel
-from kinflow.core.registry import CohortCounts, Row, count, registry_rows, select
+from kinflow.core.cohort.registry import CohortCounts, Row, count, registry_rows, select
 from kinflow.core.state import parse_instance
 from kinflow.gdr import document_id, format_gdr
 from kinflow.schema.budget import FailureBudget, cohort_budget

@@ -17,7 +17,7 @@ import pytest
 from pymongo import MongoClient
 from starlette.testclient import TestClient
 
-from kinflow.app import create_app
+from kinflow.http.app import create_app
 from kinflow.settings import Settings
 
 pytestmark = pytest.mark.lake

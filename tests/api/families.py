@@ -1,7 +1,7 @@
 """A parent with a cohort of children, laid out the way the engine's spawn stores them.
 
 These tests build the registry rows (engine-model §3.5, stored in chunk
-documents beside the dataset: core/rows.py) and the children's ``ancestors``
+documents beside the dataset: core/cohort/chunks.py) and the children's ``ancestors``
 with direct lake writes, start and drive every instance through the API, and
 stamp rows the way propagation does.
 """
@@ -14,7 +14,7 @@ from typing import Any
 from pymongo import MongoClient
 from starlette.testclient import TestClient
 
-from kinflow.core.rows import CHUNK_TYPE, assemble
+from kinflow.core.cohort.chunks import CHUNK_TYPE, assemble
 from kinflow.storage.database import side_name
 from tests.api.conftest import data, gql
 from tests.engine.definitions import simple

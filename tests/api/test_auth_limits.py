@@ -9,9 +9,9 @@ import pytest
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from kinflow.app import create_app
-from kinflow.auth import bearer, load_tokens, parse_tokens
 from kinflow.errors import ConfigurationError
+from kinflow.http.app import create_app
+from kinflow.http.tokens import bearer, load_tokens, parse_tokens
 from kinflow.settings import Settings
 from tests.api.conftest import data, error_code, gql, make_settings
 from tests.api.test_mutations import DEPLOY, KITCHEN, START

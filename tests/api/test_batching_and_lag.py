@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from pymongo import AsyncMongoClient, monitoring
 
-from kinflow.auth import TokenTable
 from kinflow.engine import Engine
+from kinflow.http.tokens import TokenTable
 from kinflow.schema import build_schema
 from kinflow.schema.context import Context, Services
 from kinflow.schema.hubs import Hubs

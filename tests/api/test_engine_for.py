@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kinflow.auth import TokenTable
 from kinflow.core.context import Limits
 from kinflow.engine import EffectCall, Engine
+from kinflow.http.tokens import TokenTable
 from kinflow.schema.context import Services
 from kinflow.schema.hubs import Hubs
 from kinflow.settings import Settings

@@ -17,9 +17,9 @@ from graphql import GraphQLError
 from pymongo import MongoClient
 from starlette.testclient import TestClient
 
-from kinflow.app import create_app
 from kinflow.core import errors as engine_errors
 from kinflow.errors import KinflowError
+from kinflow.http.app import create_app
 from kinflow.schema.errors import shape_error
 from tests.api.conftest import data, error_code, gql, make_settings
 from tests.api.test_mutations import KITCHEN, deploy, fire, start

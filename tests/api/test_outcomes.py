@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from kinflow.app import create_app
+from kinflow.http.app import create_app
 from tests.api.conftest import data, gql, make_settings
 from tests.api.test_subscriptions import socket
 from tests.engine.cohort_defs import items, parent

@@ -8,7 +8,7 @@ import pytest
 from pymongo import MongoClient
 from starlette.testclient import TestClient
 
-from kinflow.app import create_app
+from kinflow.http.app import create_app
 from tests.api.conftest import data, gql, make_settings
 
 pytestmark = pytest.mark.lake

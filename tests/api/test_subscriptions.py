@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from kinflow.core.registry import subworkflow_rows
+from kinflow.core.cohort.registry import subworkflow_rows
 from kinflow.core.state import parse_instance
 from tests.api.conftest import data, gql
 from tests.api.families import build_family, stamp, stored_parent

@@ -11,8 +11,8 @@ import pytest
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from kinflow.app import create_app
 from kinflow.errors import ConfigurationError
+from kinflow.http.app import create_app
 from kinflow.settings import Settings
 from tests.api.conftest import data, make_settings
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from strawberry.http.exceptions import WebSocketDisconnected
 
-from kinflow.ws_quiet import QuietTransportWSHandler
+from kinflow.http.ws_quiet import QuietTransportWSHandler
 
 
 class _Sink:

@@ -1,6 +1,6 @@
 """Serve the real app (which serves the inspector) for browser tests.
 
-``serving()`` runs ``kinflow.app:create_app`` under uvicorn on 127.0.0.1 and
+``serving()`` runs ``kinflow.http.app:create_app`` under uvicorn on 127.0.0.1 and
 a free port, over a database of the test lake, and stops it on exit.
 """
 
@@ -33,7 +33,7 @@ def serving(lake_uri: str, database: str, tokens: str | None = None,
         env["KINFLOW_API_TOKENS"] = tokens
     env.update(settings or {})
     base = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "uvicorn", "kinflow.app:create_app", "--factory",
+    command = [sys.executable, "-m", "uvicorn", "kinflow.http.app:create_app", "--factory",
                "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]  # fmt: skip
     with (
         open(log or os.devnull, "wb") as out,

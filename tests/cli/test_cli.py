@@ -109,7 +109,7 @@ def test_lake_status_export_import(cli_env: str, tmp_path: Path) -> None:
 
 def test_an_export_carries_the_registry_rows_and_restores_them(
         cli_env: str, tmp_path: Path) -> None:
-    """Rows are documents beside the dataset (core/rows.py): a backup without them would
+    """Rows are documents beside the dataset (core/cohort/chunks.py): a backup without them would
     restore parents that lost their children."""
     assert invoke("lake", "import", "production",
                   str(EXAMPLES / "content" / "articles.ndjson"))[0] == 0

@@ -1,4 +1,4 @@
-"""core/budget.py: when a budget is exceeded, what acting does, and the redrive hook."""
+"""core/cohort/budget.py: when a budget is exceeded, what acting does, and the redrive hook."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from kinflow.core import budget, verbs
-from kinflow.core.rows import replace_row
+from kinflow.core import verbs
+from kinflow.core.cohort import budget
+from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.state import Instance, ResolvedRow
 from kinflow.errors import InvalidInput
 from tests.core.spawning import child, knowing, parent

@@ -1,4 +1,4 @@
-"""The cohort filter and the bulk bookkeeping (core/bulk.py), pure: no lake."""
+"""The cohort filter and the bulk bookkeeping (core/cohort/selection.py), pure: no lake."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from kinflow.core import bulk
-from kinflow.core.bulk import CohortFilter
+from kinflow.core.cohort import selection
+from kinflow.core.cohort.registry import Row
+from kinflow.core.cohort.selection import CohortFilter
 from kinflow.core.context import Actor, Limits, PlanContext
-from kinflow.core.registry import Row
 from kinflow.core.state import SubworkflowEntry
 from kinflow.errors import InvalidInput
 from kinflow.groq import Budget, GroqLimitExceeded, GroqSyntaxError
@@ -92,9 +92,9 @@ def test_matches_row_reads_an_api_row_like_the_row_view() -> None:
               outputs={"wordCount": 1500})
     spec = CohortFilter(outcome=("failed",), where="outputs.wordCount > 1000 && _id == "
                         "'instance.cb' && rowKey == 'b'")
-    assert bulk.matches_row(spec, row, spec.check(Limits()))
-    assert bulk.matches_row(None, row)
-    assert not bulk.matches_row(CohortFilter(status=("active",)), row)
+    assert selection.matches_row(spec, row, spec.check(Limits()))
+    assert selection.matches_row(None, row)
+    assert not selection.matches_row(CohortFilter(status=("active",)), row)
 
 
 def _ctx(now: datetime) -> PlanContext:
@@ -109,25 +109,26 @@ def test_derived_keys_are_remembered_on_the_row_until_they_expire() -> None:
         "_key": "r", "activity": "translate", "action": "fan-out", "definition": "c",
         "stageEntry": "s", "cohortStage": "review", "rowKey": "b",
         "ref": {"id": "lake:production:instance.cb"}, "spawnedAt": "2026-01-01T00:00:00Z"})
-    derived = bulk.row_key("call-1", "b")
+    derived = selection.row_key("call-1", "b")
     assert derived == "call-1:b"
     ctx = _ctx(NOW)
-    assert not bulk.marked(row, ctx, derived, "redriveCohort")
-    row = row.model_copy(update={"bulkKeys": bulk.with_mark(row, ctx, derived, "redriveCohort")})
-    assert bulk.marked(row, ctx, derived, "redriveCohort")
-    assert not bulk.marked(row, ctx, derived, "cancelCohort")  # another verb's key
-    assert not bulk.marked(row, ctx, "call-2:b", "redriveCohort")
-    assert not bulk.marked(row, _ctx(NOW + timedelta(seconds=61)), derived, "redriveCohort")
+    assert not selection.marked(row, ctx, derived, "redriveCohort")
+    marks = selection.with_mark(row, ctx, derived, "redriveCohort")
+    row = row.model_copy(update={"bulkKeys": marks})
+    assert selection.marked(row, ctx, derived, "redriveCohort")
+    assert not selection.marked(row, ctx, derived, "cancelCohort")  # another verb's key
+    assert not selection.marked(row, ctx, "call-2:b", "redriveCohort")
+    assert not selection.marked(row, _ctx(NOW + timedelta(seconds=61)), derived, "redriveCohort")
     for n in range(20):  # a row keeps only its newest marks
-        row = row.model_copy(update={"bulkKeys": bulk.with_mark(row, ctx, f"c{n}:b", "op")})
-    assert len(row.bulkKeys or []) == bulk.MARKS_KEPT
+        row = row.model_copy(update={"bulkKeys": selection.with_mark(row, ctx, f"c{n}:b", "op")})
+    assert len(row.bulkKeys or []) == selection.MARKS_KEPT
 
 
 def test_batches_and_results_add_up() -> None:
-    assert list(bulk.batches(["a", "b", "c", "d", "e"], 2)) == [["a", "b"], ["c", "d"], ["e"]]
-    total = bulk.BulkResult(matched=5)
-    total.add(bulk.BulkResult(applied=2, skipped=1))
-    total.add(bulk.BulkResult(applied=1, refusals=[bulk.BulkRefusal("i", "e", "x", "m")]))
+    assert list(selection.batches(["a", "b", "c", "d", "e"], 2)) == [["a", "b"], ["c", "d"], ["e"]]
+    total = selection.BulkResult(matched=5)
+    total.add(selection.BulkResult(applied=2, skipped=1))
+    total.add(selection.BulkResult(applied=1, refusals=[selection.BulkRefusal("i", "e", "x", "m")]))
     assert (total.matched, total.applied, total.skipped, len(total.refusals)) == (5, 3, 1, 1)
 
 

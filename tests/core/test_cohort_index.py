@@ -1,4 +1,4 @@
-"""The cohort summaries (core/cohort_index.py) and the page cursors and chunk queries
+"""The cohort summaries (core/cohort/tallies.py) and the page cursors and chunk queries
 built on them: pure, no lake."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from kinflow.core import bulk, cohort_index, rows
-from kinflow.core.registry import CohortCounts, api_row, count
+from kinflow.core.cohort import chunks, selection, tallies
+from kinflow.core.cohort.registry import CohortCounts, api_row, count
 from kinflow.core.state import ResolvedRow, SubworkflowEntry
 from kinflow.errors import InvalidInput
 from kinflow.schema import cohort_page
@@ -44,11 +44,11 @@ def registry(n: int, seed: int = 1) -> list[SubworkflowEntry]:
 
 
 def test_chunk_sizes_agree() -> None:
-    assert cohort_index.CHUNK == rows.CHUNK
+    assert tallies.CHUNK == chunks.CHUNK
 
 
 def test_a_summary_counts_status_outcome_pairs_the_row_range_and_their_chunks() -> None:
-    found = cohort_index.summarise([row(0), row(1, "queued"), row(2, "failed"),
+    found = tallies.summarise([row(0), row(1, "queued"), row(2, "failed"),
                                     row(3, "succeeded", activity="other"),
                                     row(4, "aborted"), *(row(i, "queued") for i in range(5, 40))],
                                    offset=64)
@@ -60,19 +60,19 @@ def test_a_summary_counts_status_outcome_pairs_the_row_range_and_their_chunks() 
         {"activity": "other", "stageEntry": "v1", "first": 67, "last": 67,
          "counts": {"done:succeeded": 1}, "chunks": {"done:succeeded": [2]}}]
     entry = found[0]
-    assert cohort_index.candidate_chunks(entry, None, 64) == [2, 3]
-    assert cohort_index.candidate_chunks(entry, ["done:failed"], 64) == [2]
-    assert cohort_index.candidate_chunks(entry, ["queued:"], 96) == [3]
-    assert cohort_index.candidate_chunks(entry, ["done:succeeded"], 0) == []
+    assert tallies.candidate_chunks(entry, None, 64) == [2, 3]
+    assert tallies.candidate_chunks(entry, ["done:failed"], 64) == [2]
+    assert tallies.candidate_chunks(entry, ["queued:"], 96) == [3]
+    assert tallies.candidate_chunks(entry, ["done:succeeded"], 0) == []
 
 
 def test_counts_from_the_summary_equal_counting_every_row() -> None:
     every = registry(300)
-    summary = cohort_index.summarise(every)
-    entry = cohort_index.find(summary, "translate", "v1")
+    summary = tallies.summarise(every)
+    entry = tallies.find(summary, "translate", "v1")
     mine = [api_row("p", r, "v1") for r in every if r.activity == "translate"]
     assert cohort_page.counts_of(entry) == count(mine)
-    assert cohort_index.count_where(entry, ["done"], ["failed"]) == sum(
+    assert tallies.count_where(entry, ["done"], ["failed"]) == sum(
         1 for r in mine if r.status == "done" and r.outcome == "failed")
     assert cohort_page.counts_of(None) == CohortCounts(0, 0, 0, 0)
 
@@ -80,42 +80,42 @@ def test_counts_from_the_summary_equal_counting_every_row() -> None:
 def test_an_update_by_difference_over_rewritten_chunks_equals_a_whole_recount() -> None:
     pick = random.Random(7)
     base = registry(300)
-    summary = cohort_index.summarise(base)
+    summary = tallies.summarise(base)
     for _ in range(20):
         now = list(base)
         changed = pick.sample(range(len(now)), 12)
         for i in changed:
             now[i] = row(i, pick.choice(STATES), activity=now[i].activity)
         now += [row(len(now) + j, "queued") for j in range(pick.randrange(0, 40))]
-        touched = sorted({i // rows.CHUNK for i in changed} |
-                         {i // rows.CHUNK for i in range(len(base), len(now))})
-        summary = cohort_index.updated(summary, base, now, touched)
-        whole = {(e["activity"], e["stageEntry"]): e for e in cohort_index.summarise(now)}
+        touched = sorted({i // chunks.CHUNK for i in changed} |
+                         {i // chunks.CHUNK for i in range(len(base), len(now))})
+        summary = tallies.updated(summary, base, now, touched)
+        whole = {(e["activity"], e["stageEntry"]): e for e in tallies.summarise(now)}
         assert {(e["activity"], e["stageEntry"]): e for e in summary} == whole
         base = now
 
 
 def test_without_a_stored_summary_the_update_counts_everything_once() -> None:
     every = registry(100)
-    assert cohort_index.updated(None, every, every, [0]) == cohort_index.summarise(every)
-    older = [{k: v for k, v in e.items() if k != "chunks"} for e in cohort_index.summarise(every)]
-    assert cohort_index.updated(older, every, every, [0]) == cohort_index.summarise(every)
+    assert tallies.updated(None, every, every, [0]) == tallies.summarise(every)
+    older = [{k: v for k, v in e.items() if k != "chunks"} for e in tallies.summarise(every)]
+    assert tallies.updated(older, every, every, [0]) == tallies.summarise(every)
     assert not cohort_page.indexable({"rowCount": 100, "cohortRows": older})
-    assert cohort_page.indexable({"rowCount": 100, "cohortRows": cohort_index.summarise(every)})
+    assert cohort_page.indexable({"rowCount": 100, "cohortRows": tallies.summarise(every)})
     assert not cohort_page.indexable({"rowCount": 100})
     assert cohort_page.indexable({})
 
 
 def test_find_prefers_the_open_visit_else_the_last_that_spawned() -> None:
-    summary = cohort_index.summarise([row(0, visit="v1"), row(1, visit="v2"),
+    summary = tallies.summarise([row(0, visit="v1"), row(1, visit="v2"),
                                       row(2, visit="v1")])
-    assert cohort_index.find(summary, "translate", "v2")["stageEntry"] == "v2"  # type: ignore[index]
-    assert cohort_index.find(summary, "translate", None)["stageEntry"] == "v1"  # type: ignore[index]
-    assert cohort_index.find(summary, "edit", None) is None
+    assert tallies.find(summary, "translate", "v2")["stageEntry"] == "v2"  # type: ignore[index]
+    assert tallies.find(summary, "translate", None)["stageEntry"] == "v1"  # type: ignore[index]
+    assert tallies.find(summary, "edit", None) is None
 
 
 def test_chunk_documents_carry_their_counts() -> None:
-    doc = rows.chunk_document("p", 2, [row(64), row(65, "failed")], [])
+    doc = chunks.chunk_document("p", 2, [row(64), row(65, "failed")], [])
     assert doc["cohorts"] == [{"activity": "translate", "stageEntry": "v1", "first": 64,
                                "last": 65, "counts": {"active:": 1, "done:failed": 1}}]
 
@@ -123,13 +123,15 @@ def test_chunk_documents_carry_their_counts() -> None:
 def test_the_pairs_a_filter_can_match() -> None:
     entry = {"activity": "translate", "stageEntry": "v1", "first": 0, "last": 99,
              "counts": {"done:failed": 2, "done:succeeded": 3, "queued:": 4}}
-    assert cohort_page.tallies(entry, bulk.CohortFilter(status=("done",))) == {
+    assert cohort_page.filter_tallies(entry, selection.CohortFilter(status=("done",))) == {
         "done:failed", "done:succeeded"}
-    assert cohort_page.tallies(entry, bulk.CohortFilter(status=("done",),
-                                                        outcome=("failed",))) == {"done:failed"}
-    assert cohort_page.tallies(entry, bulk.CohortFilter(outcome=("cancelled",))) == set()
-    assert cohort_page.tallies(entry, bulk.CohortFilter(row_keys=("a",))) is None
-    assert cohort_page.tallies(entry, None) is None
+    assert cohort_page.filter_tallies(entry, selection.CohortFilter(status=("done",),
+                                                                    outcome=("failed",))) == {
+        "done:failed"}
+    none = selection.CohortFilter(outcome=("cancelled",))
+    assert cohort_page.filter_tallies(entry, none) == set()
+    assert cohort_page.filter_tallies(entry, selection.CohortFilter(row_keys=("a",))) is None
+    assert cohort_page.filter_tallies(entry, None) is None
 
 
 def test_cursors_round_trip_and_anything_else_is_refused() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kinflow.core.cohorts import Observation, expected_live, live_rows
+from kinflow.core.cohort.observe import Observation, expected_live, live_rows
 from kinflow.core.state import Instance
 
 

@@ -1,11 +1,11 @@
-"""core/outcomes.py: the cap, and reading a finish from any child document."""
+"""core/cohort/outcomes.py: the cap, and reading a finish from any child document."""
 
 from __future__ import annotations
 
 import json
 
+from kinflow.core.cohort.outcomes import OUTPUT_TOO_LARGE, Finished, capped
 from kinflow.core.context import Limits
-from kinflow.core.outcomes import OUTPUT_TOO_LARGE, Finished, capped
 from kinflow.settings import Settings
 
 

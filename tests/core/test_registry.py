@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kinflow.core import registry
+from kinflow.core.cohort import registry
 from kinflow.core.state import Instance
 
 OPEN = "e2"

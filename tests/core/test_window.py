@@ -1,4 +1,4 @@
-"""Pure: the window of a cohort (core/window.py) planned by the commit planner."""
+"""Pure: the window of a cohort (core/cohort/window.py) planned by the commit planner."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ from typing import Any
 
 import pytest
 
-from kinflow.core import verbs, window
-from kinflow.core.cohorts import Observation, live_rows
+from kinflow.core import verbs
+from kinflow.core.cohort import window
+from kinflow.core.cohort.chunks import replace_row
+from kinflow.core.cohort.observe import Observation, live_rows
+from kinflow.core.cohort.registry import count, registry_rows, subworkflow_rows
 from kinflow.core.errors import CohortNotFound
-from kinflow.core.registry import count, registry_rows, subworkflow_rows
-from kinflow.core.rows import replace_row
 from kinflow.core.state import AbortPending, Instance
 from kinflow.errors import InvalidInput
 from tests.core.spawning import child, knowing, parent

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kinflow.core import cohort_index
+from kinflow.core.cohort import tallies
 from kinflow.core.state import Instance, parse_instance
 from kinflow.engine import Engine
 
@@ -49,10 +49,10 @@ async def assert_repaired(engine: Engine) -> dict[str, Instance]:
                 assert row.outcome == ("aborted" if found.abortedAt else result), \
                     f"row of {row.child_id} stamped without its child's outcome"
             assert row.resolved is None or row.outcome is not None, "resolved, no outcome"
-        if parent.subworkflows:  # the cohort summary pages and counts read (cohort_index)
+        if parent.subworkflows:  # the cohort summary pages and counts read (tallies)
             kept = {(e["activity"], e["stageEntry"]): e for e in parent.cohortRows or []}
             whole = {(e["activity"], e["stageEntry"]): e
-                     for e in cohort_index.summarise(parent.subworkflows)}
+                     for e in tallies.summarise(parent.subworkflows)}
             assert kept == whole, f"{parent.id_}'s cohort summary differs from its rows"
     for instance in instances.values():  # queued or skipped rows have no child: no count
         if instance.parentInstance:

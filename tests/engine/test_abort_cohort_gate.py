@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from kinflow.core.bulk import CohortFilter
+from kinflow.core.cohort.selection import CohortFilter
 from kinflow.engine import Engine
 from kinflow.worker import Worker
 from tests.engine.cohort_defs import child, items, parent

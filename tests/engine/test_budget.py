@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from kinflow.core.cohort.registry import subworkflow_rows
 from kinflow.core.errors import DefinitionInvalid, InjectedFault
-from kinflow.core.registry import subworkflow_rows
 from kinflow.core.state import Instance
 from kinflow.engine import Engine
 from kinflow.errors import InvalidInput

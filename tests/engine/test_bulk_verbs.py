@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from kinflow.core.bulk import CohortFilter
+from kinflow.core.cohort.registry import subworkflow_rows
+from kinflow.core.cohort.selection import CohortFilter
 from kinflow.core.context import Limits
 from kinflow.core.errors import (
     CohortClosed,
@@ -17,7 +18,6 @@ from kinflow.core.errors import (
     IdempotencyKeyReused,
     InjectedFault,
 )
-from kinflow.core.registry import subworkflow_rows
 from kinflow.core.state import Instance
 from kinflow.engine import Engine
 from kinflow.errors import InvalidInput

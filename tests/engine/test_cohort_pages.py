@@ -1,4 +1,4 @@
-"""Paged, filtered cohorts served by the summaries (core/cohort_index.py,
+"""Paged, filtered cohorts served by the summaries (core/cohort/tallies.py,
 engine/cohort_pages.py, schema/cohort_page.py) against the embedded lake.
 
 The chunk reads are counted by wrapping the lake's ``find``/``get_many`` (the documents of
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from kinflow.core.registry import Row, api_row, count
-from kinflow.core.rows import CHUNK
+from kinflow.core.cohort.chunks import CHUNK
+from kinflow.core.cohort.registry import Row, api_row, count
 from kinflow.engine import Engine
 from kinflow.errors import InvalidInput
 from kinflow.schema.bulk import CohortFilter

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kinflow.core.registry import subworkflow_rows
+from kinflow.core.cohort.registry import subworkflow_rows
 from kinflow.define.loading import load_definitions
 from kinflow.engine import EffectCall, Engine
 from kinflow.worker import Worker

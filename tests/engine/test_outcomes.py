@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from kinflow.core.cohort.registry import subworkflow_rows
 from kinflow.core.context import Limits
 from kinflow.core.errors import DefinitionInvalid
-from kinflow.core.registry import subworkflow_rows
 from kinflow.core.state import Instance
 from kinflow.engine import Engine
 from tests.engine.cohort_defs import items, parent

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from kinflow.core import spawn
-from kinflow.core.bulk import CohortFilter
+from kinflow.core.cohort.registry import subworkflow_rows
+from kinflow.core.cohort.selection import CohortFilter
 from kinflow.core.context import Limits
 from kinflow.core.errors import (
     CohortNotFound,
@@ -22,7 +23,6 @@ from kinflow.core.errors import (
     InjectedFault,
     RedriveNotAllowed,
 )
-from kinflow.core.registry import subworkflow_rows
 from kinflow.core.state import Instance
 from kinflow.engine import Engine
 from kinflow.groq import GroqSyntaxError

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from kinflow.core.cohort.registry import subworkflow_rows
 from kinflow.core.errors import (
     DefinitionInvalid,
     InjectedFault,
@@ -15,7 +16,6 @@ from kinflow.core.errors import (
     SpawnDepthExceeded,
     SpawnRowIdentity,
 )
-from kinflow.core.registry import subworkflow_rows
 from kinflow.core.state import Instance
 from kinflow.engine import Actor, Engine
 from kinflow.errors import KinflowError

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 from starlette.applications import Starlette
 
-from kinflow.app import create_app
+from kinflow.http.app import create_app
 from kinflow.settings import Settings
 
 BASE = "http://127.0.0.1"  # a loopback Host: the app refuses other names without tokens

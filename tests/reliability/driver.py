@@ -38,7 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kinflow.core.bulk import CohortFilter
+from kinflow.core.cohort.selection import CohortFilter
 from kinflow.core.context import Limits
 from kinflow.engine import Engine
 from kinflow.errors import KinflowError

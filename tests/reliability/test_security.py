@@ -18,7 +18,7 @@ from pymongo import MongoClient
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from kinflow.app import create_app
+from kinflow.http.app import create_app
 from kinflow.settings import Settings
 from tests.reliability.family import ROOT
 from tests.reliability.figures import record

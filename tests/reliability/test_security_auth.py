@@ -26,14 +26,14 @@ from starlette.testclient import TestClient
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect
 
-import kinflow.app
-import kinflow.auth
-from kinflow.app import create_app
-from kinflow.auth import MIN_TOKEN_LENGTH, TokenTable, load_tokens
+import kinflow.http.app
+import kinflow.http.tokens
 from kinflow.engine import Actor
 from kinflow.errors import ConfigurationError
+from kinflow.http.app import create_app
+from kinflow.http.throttle import FailureThrottle, TooManyAttempts, client_key
+from kinflow.http.tokens import MIN_TOKEN_LENGTH, TokenTable, load_tokens
 from kinflow.settings import Settings
-from kinflow.throttle import FailureThrottle, TooManyAttempts, client_key
 from tests.reliability.figures import record
 
 pytestmark = pytest.mark.lake
@@ -195,7 +195,7 @@ def test_the_view_executes_nothing_even_past_a_broken_check(
     http: TestClient, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """Defence in depth: with the IDE check forced open, no attack reaches data either."""
-    monkeypatch.setattr(kinflow.app, "ide_page_request", lambda scope: True)
+    monkeypatch.setattr(kinflow.http.app, "ide_page_request", lambda scope: True)
     for name, request in attacks():
         response = http.request(**request)
         assert not _leaked(response), name
@@ -252,17 +252,17 @@ def test_every_token_is_compared_whatever_the_guess(monkeypatch: pytest.MonkeyPa
     tokens = {f"token-number-{n:04d}": Actor.person(f"p{n}", "viewer") for n in range(5)}
     table = TokenTable(tokens)
     compared: list[tuple[int, int]] = []
-    real = kinflow.auth.hmac.compare_digest
+    real = kinflow.http.tokens.hmac.compare_digest
 
     def counting(a: bytes, b: bytes) -> bool:
         compared.append((len(a), len(b)))
         return real(a, b)
 
-    monkeypatch.setattr(kinflow.auth.hmac, "compare_digest", counting)
+    monkeypatch.setattr(kinflow.http.tokens.hmac, "compare_digest", counting)
     assert table.lookup("token-number-0000").id == "p0"
-    with pytest.raises(kinflow.auth.Unauthenticated):
+    with pytest.raises(kinflow.http.tokens.Unauthenticated):
         table.lookup("x")
-    with pytest.raises(kinflow.auth.Unauthenticated):
+    with pytest.raises(kinflow.http.tokens.Unauthenticated):
         table.lookup("token-number-0004" * 50)
     assert len(compared) == 15 and {pair for pair in compared} == {(32, 32)}
 

@@ -28,7 +28,7 @@ from starlette.testclient import TestClient, WebSocketDenialResponse
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from kinflow.app import create_app
+from kinflow.http.app import create_app
 from kinflow.settings import Settings
 from tests.reliability.family import ROOT
 from tests.reliability.figures import record
@@ -140,7 +140,7 @@ def uvicorn_app(lake_uri: str, database: str, log: Path) -> Iterator[int]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KINFLOW_")}
     env.update(KINFLOW_MONGODB_URI=lake_uri, KINFLOW_DATABASE=database, KINFLOW_WORKER="false",
                KINFLOW_OPERATION_TIMEOUT="20")  # fmt: skip
-    command = [sys.executable, "-m", "uvicorn", "kinflow.app:create_app", "--factory",
+    command = [sys.executable, "-m", "uvicorn", "kinflow.http.app:create_app", "--factory",
                "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]  # fmt: skip
     with (
         log.open("wb") as out,

@@ -25,9 +25,9 @@ from pymongo import MongoClient
 from websockets.asyncio.client import connect as ws_connect
 from websockets.typing import Subprotocol
 
-from kinflow.app import create_app
 from kinflow.core.context import Limits
 from kinflow.groq import Budget
+from kinflow.http.app import create_app
 from kinflow.settings import Settings
 from tests.reliability.figures import record
 from tests.support import free_port

@@ -32,13 +32,13 @@ from starlette.testclient import TestClient
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from kinflow.app import create_app
 from kinflow.errors import (
     ConfigurationError,
     DatasetNotFound,
     LakeUnavailable,
     TooManyStreams,
 )
+from kinflow.http.app import create_app
 from kinflow.schema.hubs import Hubs
 from kinflow.settings import Settings
 from kinflow.storage import Lake

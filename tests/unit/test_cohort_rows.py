@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kinflow.core.registry import Row
+from kinflow.core.cohort.registry import Row
 from kinflow.schema.cohorts import cohort_rows, cohort_signature, definition_activities
 
 

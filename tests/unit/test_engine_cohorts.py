@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from kinflow.core.cohorts import Observation, apply_observations, condemned
+from kinflow.core.cohort.observe import Observation, apply_observations, condemned
+from kinflow.core.cohort.registry import subworkflow_rows
 from kinflow.core.context import Actor, PlanContext
-from kinflow.core.registry import subworkflow_rows
 from kinflow.core.state import Instance
 from kinflow.engine.ids import random_key, random_token
 

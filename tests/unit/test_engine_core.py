@@ -10,11 +10,11 @@ import pytest
 
 from kinflow.core import verbs
 from kinflow.core.cascade import fulfils, hop, next_evaluation_at
+from kinflow.core.cohort.registry import subworkflow_rows
 from kinflow.core.conditions import Outcome, Renderer, check, next_flip
 from kinflow.core.context import Actor, NeedsDocuments, PlanContext
 from kinflow.core.errors import ContractViolation, FieldValueInvalid
 from kinflow.core.ledger import is_replay, remember
-from kinflow.core.registry import subworkflow_rows
 from kinflow.core.state import Instance, SubworkflowEntry
 from kinflow.define import sites
 from kinflow.define.expand import expand_definition

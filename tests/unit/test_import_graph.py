@@ -25,11 +25,11 @@ CORE = PACKAGE / "core"
 # Modules the core may never load, in a fresh interpreter.
 IMPURE_MODULES = ("pymongo", "bson", "motor", "asyncio", "httpx", "starlette", "strawberry",
                   "uvicorn", "urllib.request", "kinflow.storage", "kinflow.engine",
-                  "kinflow.schema", "kinflow.cli", "kinflow.app", "kinflow.worker")  # fmt: skip
+                  "kinflow.schema", "kinflow.cli", "kinflow.http", "kinflow.worker")  # fmt: skip
 # Imports the core's source may not name: I/O, the clock, entropy.
 IMPURE_IMPORTS = ("time", "secrets", "random", "uuid", "asyncio", "os", "socket", "threading",
                   "subprocess", "urllib", "http", "pymongo", "bson", "kinflow.storage",
-                  "kinflow.engine", "kinflow.schema", "kinflow.cli",
+                  "kinflow.engine", "kinflow.schema", "kinflow.cli", "kinflow.http",
                   "kinflow.settings")  # fmt: skip
 CLOCK_CALLS = ("now", "utcnow", "today", "monotonic", "perf_counter", "token_hex", "urandom")
 

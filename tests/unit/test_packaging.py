@@ -47,7 +47,7 @@ def test_settings_defaults_and_env(monkeypatch: object) -> None:
 
 
 def test_compose_demo_token_is_an_admin() -> None:
-    from kinflow.auth import load_tokens
+    from kinflow.http.tokens import load_tokens
 
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     raw = compose["services"]["kinflow"]["environment"]["KINFLOW_API_TOKENS"]

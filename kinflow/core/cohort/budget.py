@@ -34,11 +34,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kinflow.core import cancellation, outcomes
+from kinflow.core import cancellation
+from kinflow.core.cohort import outcomes
+from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.context import PlanContext
 from kinflow.core.history import record
 from kinflow.core.ops import set_activity_status
-from kinflow.core.rows import replace_row
 from kinflow.core.state import (
     AbortPending,
     CohortWindow,
@@ -50,7 +51,7 @@ from kinflow.define.budget import shape_problem
 from kinflow.define.models import FailureBudget, SpawnBlock, WorkflowDefinition, find_action
 from kinflow.errors import InvalidInput
 
-Cohort = tuple[str, str]  # (activity, stage entry key), as core/window.py
+Cohort = tuple[str, str]  # (activity, stage entry key), as core/cohort/window.py
 
 REASON = "failure-budget-exceeded"
 """``abortReason`` of the rows the budget skipped or condemned."""

@@ -1,7 +1,7 @@
 """``fireCohort``, ``abortCohort`` and ``cancelCohort``: one verb on each selected row (pure).
 
 COHORT-CONTROL.md, "Bulk operations". The selection, derived keys and counts
-are ``core/bulk.py``'s, shared with ``redriveCohort``; this module says what
+are ``core/cohort/selection.py``'s, shared with ``redriveCohort``; this module says what
 each verb does to a row and plans the parent's commits around it:
 
 * ``fireCohort`` fires an action on each matching live child. The children
@@ -31,7 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kinflow.core import bulk, cancellation, outcomes, window
+from kinflow.core import cancellation
+from kinflow.core.cohort import outcomes, selection, window
+from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.commit import Commit
 from kinflow.core.context import PlanContext
 from kinflow.core.errors import ActionDisabled
@@ -39,7 +41,6 @@ from kinflow.core.history import record
 from kinflow.core.inputs import check_key, check_text, check_value
 from kinflow.core.ledger import is_replay, remember
 from kinflow.core.mutation import Mutation
-from kinflow.core.rows import replace_row
 from kinflow.core.state import (
     AbortPending,
     BulkCall,
@@ -68,7 +69,7 @@ class CohortCall:
 
     op: str
     activity: str
-    where: bulk.CohortFilter | None
+    where: selection.CohortFilter | None
     key: str  # the caller's idempotency key, or one drawn for this call
     keyed: bool  # the caller gave ``key`` (it goes in the parent's ledger)
     child_activity: str | None = None  # fireCohort
@@ -99,7 +100,7 @@ class CohortCall:
     @classmethod
     def of_call(cls, call: BulkCall) -> CohortCall:
         """The call an interrupted verb recorded (the heartbeat finishes it)."""
-        return cls(call.op, call.activity, bulk.CohortFilter.from_json(call.where), call.key,
+        return cls(call.op, call.activity, selection.CohortFilter.from_json(call.where), call.key,
                    call.keyed, call.childActivity, call.action, call.params, call.reason)
 
 
@@ -125,12 +126,12 @@ def plan_select(state: Instance, call: CohortCall, ctx: PlanContext) -> list[str
     now (a replay reports them as skipped)."""
     check(call, ctx)
     tree = call.where.check(ctx.limits) if call.where is not None else None
-    found = bulk.cohort(state, call.activity)
+    found = selection.cohort(state, call.activity)
     if call.keyed:
         is_replay(state, ctx, call.key, call.op, call.args())  # another call's key is refused
-    return bulk.select(state, found, call.where, tree, ctx.now,
-                       also=lambda row: bulk.marked(
-                           row, ctx, bulk.row_key(call.key, row.rowKey), call.op),
+    return selection.select(state, found, call.where, tree, ctx.now,
+                       also=lambda row: selection.marked(
+                           row, ctx, selection.row_key(call.key, row.rowKey), call.op),
                        budget=ctx.limits.groq_budget())
 
 
@@ -140,10 +141,10 @@ def _bookkeeping(commit: Commit, call: CohortCall, ctx: PlanContext, *, last: bo
     if call.keyed and not is_replay(m, ctx, call.key, call.op, call.args()):
         remember(m, ctx, call.key, call.op, call.args())
     if last:
-        if bulk.pending(m, call.op, call.key) is not None:
-            bulk.end_call(m, call.op, call.key)
+        if selection.pending(m, call.op, call.key) is not None:
+            selection.end_call(m, call.op, call.key)
     else:
-        bulk.begin_call(m, ctx, call.call(ctx))
+        selection.begin_call(m, ctx, call.call(ctx))
 
 
 # ---- fireCohort ----
@@ -161,14 +162,14 @@ def fire_targets(state: Instance, call: CohortCall, keys: list[str], ctx: PlanCo
                  ) -> tuple[list[Target], int]:
     """The children to fire on for ``keys``, and how many rows are skipped: marked under
     this call's key already, or without a live child (queued, finished, condemned)."""
-    found = bulk.cohort(state, call.activity)
-    latest = bulk.latest_rows(state, found)
+    found = selection.cohort(state, call.activity)
+    latest = selection.latest_rows(state, found)
     targets: list[Target] = []
     skipped = 0
     for key in keys:
         place = latest.get(key)
         row = state.subworkflows[place] if place is not None else None
-        if row is None or bulk.marked(row, ctx, bulk.row_key(call.key, key), call.op) \
+        if row is None or selection.marked(row, ctx, selection.row_key(call.key, key), call.op) \
                 or row.queued or row.resolved is not None or row.abortPending is not None:
             skipped += 1
             continue
@@ -199,16 +200,16 @@ def plan_marks(state: Instance, call: CohortCall, keys: list[str], ctx: PlanCont
     commit = Commit(state, ctx, engine=True)
     m = commit.m
     _bookkeeping(commit, call, ctx, last=last)
-    found = bulk.cohort(m, call.activity)
-    latest = bulk.latest_rows(m, found)
+    found = selection.cohort(m, call.activity)
+    latest = selection.latest_rows(m, found)
     for key in keys:
         place = latest.get(key)
         if place is None:
             continue
         row = m.subworkflows[place]
-        derived = bulk.row_key(call.key, key)
-        if not bulk.marked(row, ctx, derived, call.op):
-            replace_row(m, place, bulkKeys=bulk.with_mark(row, ctx, derived, call.op))
+        derived = selection.row_key(call.key, key)
+        if not selection.marked(row, ctx, derived, call.op):
+            replace_row(m, place, bulkKeys=selection.with_mark(row, ctx, derived, call.op))
     return commit.finish()
 
 
@@ -220,7 +221,7 @@ class Batch:
     """A batch commit's result: its counts, and the row keys it applied (a closing
     first batch applies every queued row of the cohort, not only its own keys)."""
 
-    result: bulk.BulkResult
+    result: selection.BulkResult
     applied: set[str]
 
 
@@ -236,9 +237,9 @@ def plan_end_batch(state: Instance, call: CohortCall, keys: list[str], ctx: Plan
     commit = Commit(state, ctx)
     m = commit.m
     _bookkeeping(commit, call, ctx, last=last)
-    found = bulk.cohort(m, call.activity)
-    latest = bulk.latest_rows(m, found)
-    batch = Batch(bulk.BulkResult(), set())
+    found = selection.cohort(m, call.activity)
+    latest = selection.latest_rows(m, found)
+    batch = Batch(selection.BulkResult(), set())
     own = set(keys)
     todo = list(keys)
     if call.closes and first:
@@ -248,13 +249,13 @@ def plan_end_batch(state: Instance, call: CohortCall, keys: list[str], ctx: Plan
     for key in todo:
         place = latest.get(key)
         row = m.subworkflows[place] if place is not None else None
-        derived = bulk.row_key(call.key, key)
-        if place is None or row is None or bulk.marked(row, ctx, derived, call.op) \
+        derived = selection.row_key(call.key, key)
+        if place is None or row is None or selection.marked(row, ctx, derived, call.op) \
                 or not endable(row, call.op):
             batch.result.skipped += 1 if key in own else 0
             continue
         _end_row(m, ctx, call, place)
-        replace_row(m, place, bulkKeys=bulk.with_mark(m.subworkflows[place], ctx, derived,
+        replace_row(m, place, bulkKeys=selection.with_mark(m.subworkflows[place], ctx, derived,
                                                       call.op))
         batch.result.applied += 1
         batch.applied.add(key)
@@ -298,7 +299,7 @@ def closed(instance: Instance, cohort: window.Cohort) -> CohortWindow | None:
     return own if own is not None and own.closedAt is not None else None
 
 
-def close(m: Instance, ctx: PlanContext, call: CohortCall, found: bulk.Cohort) -> None:
+def close(m: Instance, ctx: PlanContext, call: CohortCall, found: selection.Cohort) -> None:
     """Stamp the cohort closed (once) and record it on the parent's history."""
     cohort = (found.activity, found.stage_entry)
     if closed(m, cohort) is not None:
@@ -317,5 +318,5 @@ def close(m: Instance, ctx: PlanContext, call: CohortCall, found: bulk.Cohort) -
 def plan_forget(state: Instance, call: CohortCall, ctx: PlanContext) -> Mutation:
     """Forget an interrupted call that can never finish."""
     commit = Commit(state, ctx, engine=True)
-    bulk.end_call(commit.m, call.op, call.key)
+    selection.end_call(commit.m, call.op, call.key)
     return commit.finish()

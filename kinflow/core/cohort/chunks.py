@@ -38,7 +38,7 @@ from itertools import compress
 from operator import is_not
 from typing import Any
 
-from kinflow.core import cohort_index
+from kinflow.core.cohort import tallies
 from kinflow.core.state import Instance, SubworkflowEntry, history_index, row_of_entry
 
 CHUNK_TYPE = "kinflow.registryChunk"
@@ -58,7 +58,7 @@ def chunk_document(parent_id: str, chunk: int, rows: list[SubworkflowEntry],
     """The stored chunk ``chunk`` of a registry (its history entries carry ``n``)."""
     return {"_id": chunk_id(parent_id, chunk), "_type": CHUNK_TYPE, "parent": parent_id,
             "chunk": chunk, "rows": [row.to_json() for row in rows], "history": history,
-            "cohorts": cohort_index.chunk_summary(rows, chunk * CHUNK)}
+            "cohorts": tallies.chunk_summary(rows, chunk * CHUNK)}
 
 
 def rows_of_chunks(docs: list[dict[str, Any]]

@@ -6,7 +6,7 @@ read from its document (or ``missing`` when the document is gone). Applying
 observations to a parent:
 
 * a terminal child stamps ``resolved`` on its live row, once, with its
-  ``outcome`` and ``outputs`` (``core/outcomes.py``, read from the child's
+  ``outcome`` and ``outputs`` (``core/cohort/outcomes.py``, read from the child's
   ``result``) and a ``subworkflowResolved`` history row; a resolved row is
   never changed again;
 * a live child refreshes the row's ``observed`` (what ``$subworkflows``
@@ -25,11 +25,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kinflow.core import outcomes, readmodel
+from kinflow.core import readmodel
+from kinflow.core.cohort import outcomes
+from kinflow.core.cohort.chunks import replace_row
+from kinflow.core.cohort.outcomes import Finished
 from kinflow.core.context import PlanContext
 from kinflow.core.history import record
-from kinflow.core.outcomes import Finished
-from kinflow.core.rows import replace_row
 from kinflow.core.state import Instance, ObservedChild, ResolvedRow, SubworkflowEntry
 
 MISSING = "missing"

@@ -14,7 +14,7 @@ registry order like any queued row.
 
 Allowed only while the parent is live and its open stage visit is the one
 that spawned the cohort (``redrive-not-allowed``). Succeeded and live rows are
-skipped. The shell (``engine/bulk.py``) selects rows once (``plan_select``)
+skipped. The shell (``engine/selection.py``) selects rows once (``plan_select``)
 and applies them in batches (``plan_batch``), each row under the derived key
 ``<key>:<rowKey>`` remembered on the row, so a retried call never redrives a
 row twice.
@@ -25,7 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kinflow.core import budget, bulk, spawn
+from kinflow.core import spawn
+from kinflow.core.cohort import budget, selection
+from kinflow.core.cohort.chunks import replace_row
+from kinflow.core.cohort.registry import outcome_view
 from kinflow.core.commit import Commit
 from kinflow.core.context import PlanContext
 from kinflow.core.errors import RedriveNotAllowed
@@ -33,8 +36,6 @@ from kinflow.core.history import record
 from kinflow.core.inputs import check_key
 from kinflow.core.ledger import is_replay, remember
 from kinflow.core.mutation import Mutation
-from kinflow.core.registry import outcome_view
-from kinflow.core.rows import replace_row
 from kinflow.core.state import INSTANCE_TYPE, BulkCall, Instance, Ref, SubworkflowEntry
 
 OP = "redriveCohort"
@@ -48,7 +49,7 @@ class Redrive:
     """One ``redriveCohort`` call: the cohort, the filter and the call's key."""
 
     activity: str
-    where: bulk.CohortFilter | None
+    where: selection.CohortFilter | None
     key: str  # the caller's idempotency key, or one drawn for this call
     keyed: bool  # the caller gave ``key`` (it goes in the parent's ledger)
 
@@ -64,7 +65,7 @@ class Redrive:
     @classmethod
     def of_call(cls, call: BulkCall) -> Redrive:
         """The call an interrupted ``redriveCohort`` recorded (the heartbeat finishes it)."""
-        return cls(call.activity, bulk.CohortFilter.from_json(call.where), call.key,
+        return cls(call.activity, selection.CohortFilter.from_json(call.where), call.key,
                    call.keyed)
 
 
@@ -73,7 +74,7 @@ def eligible(row: SubworkflowEntry) -> bool:
     return row.resolved is not None and outcome_view(row)["outcome"] in REDRIVABLE
 
 
-def refusal(instance: Instance, found: bulk.Cohort) -> RedriveNotAllowed | None:
+def refusal(instance: Instance, found: selection.Cohort) -> RedriveNotAllowed | None:
     """Why the cohort cannot be redriven now, if it cannot."""
     if instance.terminal:
         return RedriveNotAllowed(
@@ -97,15 +98,15 @@ def plan_select(state: Instance, verb: Redrive, ctx: PlanContext) -> list[str]:
     now (a replay reports them as skipped)."""
     check_key(verb.key, ctx.limits)
     tree = verb.where.check(ctx.limits) if verb.where is not None else None
-    found = bulk.cohort(state, verb.activity)
+    found = selection.cohort(state, verb.activity)
     refused = refusal(state, found)
     if refused is not None:
         raise refused
     if verb.keyed:
         is_replay(state, ctx, verb.key, OP, verb.args())  # another call's key is refused
-    return bulk.select(state, found, verb.where, tree, ctx.now,
-                       also=lambda row: bulk.marked(
-                           row, ctx, bulk.row_key(verb.key, row.rowKey), OP),
+    return selection.select(state, found, verb.where, tree, ctx.now,
+                       also=lambda row: selection.marked(
+                           row, ctx, selection.row_key(verb.key, row.rowKey), OP),
                        budget=ctx.limits.groq_budget())
 
 
@@ -121,24 +122,24 @@ def plan_batch(state: Instance, verb: Redrive, keys: list[str], ctx: PlanContext
     if verb.keyed and not is_replay(m, ctx, verb.key, OP, verb.args()):
         remember(m, ctx, verb.key, OP, verb.args())
     if last:
-        if bulk.pending(m, OP, verb.key) is not None:
-            bulk.end_call(m, OP, verb.key)
+        if selection.pending(m, OP, verb.key) is not None:
+            selection.end_call(m, OP, verb.key)
     else:
-        bulk.begin_call(m, ctx, verb.call(ctx))
-    found = bulk.cohort(m, verb.activity)
+        selection.begin_call(m, ctx, verb.call(ctx))
+    found = selection.cohort(m, verb.activity)
     refused = refusal(m, found)
-    latest = bulk.latest_rows(m, found)
-    result = bulk.BulkResult()
+    latest = selection.latest_rows(m, found)
+    result = selection.BulkResult()
     for key in keys:
         place = latest.get(key)
         row = m.subworkflows[place] if place is not None else None
-        derived = bulk.row_key(verb.key, key)
-        if place is None or row is None or bulk.marked(row, ctx, derived, OP) \
+        derived = selection.row_key(verb.key, key)
+        if place is None or row is None or selection.marked(row, ctx, derived, OP) \
                 or not eligible(row):
             result.skipped += 1
             continue
         if refused is not None:  # the parent moved on since the call began
-            result.refusals.append(bulk.BulkRefusal(row.child_id, key, refused.code,
+            result.refusals.append(selection.BulkRefusal(row.child_id, key, refused.code,
                                                     refused.message))
             continue
         problem = redrive_row(m, ctx, place, derived)
@@ -155,21 +156,21 @@ def plan_batch(state: Instance, verb: Redrive, keys: list[str], ctx: PlanContext
 def plan_forget(state: Instance, verb: Redrive, ctx: PlanContext) -> Mutation:
     """Forget an interrupted call that can never finish (its parent moved on)."""
     commit = Commit(state, ctx, engine=True)
-    bulk.end_call(commit.m, OP, verb.key)
+    selection.end_call(commit.m, OP, verb.key)
     return commit.finish()
 
 
 def redrive_row(m: Instance, ctx: PlanContext, place: int, derived: str
-                ) -> bulk.BulkRefusal | None:
+                ) -> selection.BulkRefusal | None:
     """Turn row ``place`` into its next attempt, queued with its handoff as the seed."""
     row = m.subworkflows[place]
     handoff = row.seed or row.handoff
     if handoff is None:
-        return bulk.BulkRefusal(row.child_id, row.rowKey, HANDOFF_MISSING,
+        return selection.BulkRefusal(row.child_id, row.rowKey, HANDOFF_MISSING,
                                 "the row was spawned before handoffs were kept; "
                                 "its child cannot be rebuilt")
     if ctx.definition(row.definition, handoff.version) is None:
-        return bulk.BulkRefusal(row.child_id, row.rowKey, "spawn-definition-unresolved",
+        return selection.BulkRefusal(row.child_id, row.rowKey, "spawn-definition-unresolved",
                                 f"{row.definition} v{handoff.version} is not deployed")
     if row.observed is None:  # skipped while queued: its child never existed, so the
         # row simply waits again under the same id and attempt
@@ -183,7 +184,7 @@ def redrive_row(m: Instance, ctx: PlanContext, place: int, derived: str
                 abortPending=None, abortReason=None, cancelPending=None, detached=None,
                 attempt=attempt if attempt > 1 else None,
                 previousChildIds=previous or None,
-                bulkKeys=bulk.with_mark(row, ctx, derived, OP))
+                bulkKeys=selection.with_mark(row, ctx, derived, OP))
     record(m, ctx, "subworkflowRedriven", activity=row.activity, instanceRef=ref.to_json(),
            rowKey=row.rowKey, attempt=attempt,
            previousChildId=previous[-1] if previous else None,

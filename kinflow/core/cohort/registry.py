@@ -20,7 +20,7 @@ from itertools import compress
 from operator import is_not
 from typing import Any
 
-from kinflow.core import outcomes
+from kinflow.core.cohort import outcomes
 from kinflow.core.readmodel import RowStatus, cancelling, row_status
 from kinflow.core.state import Instance, StageEntry, SubworkflowEntry, parse_instance
 
@@ -102,7 +102,7 @@ def row_state(row: SubworkflowEntry) -> tuple[RowStatus, str | None]:
 
 
 def outcome_view(row: SubworkflowEntry) -> dict[str, Any]:
-    """How the row's child finished (core/outcomes.py) and which attempt it is. A row
+    """How the row's child finished (core/cohort/outcomes.py) and which attempt it is. A row
     resolved before outcomes were stamped reads ``aborted`` or ``succeeded``."""
     outcome = row.outcome
     if outcome is None and row.resolved is not None:
@@ -155,7 +155,7 @@ class Row:
     child_id: str
     resolved: bool
     stage_entry: str = ""  # the key of the stage visit that spawned the row
-    outcome: str | None = None  # succeeded | failed | aborted once finished (core/outcomes.py)
+    outcome: str | None = None  # succeeded | failed | aborted once finished (cohort/outcomes.py)
     outputs: dict[str, Any] | None = None
     outputs_error: str | None = None
     attempt: int = 1

@@ -26,12 +26,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kinflow import groq
+from kinflow.core.cohort.registry import Row, row_view
+from kinflow.core.cohort.window import latest_visit
 from kinflow.core.conditions import SNAPSHOT_MAX_SCANNED
 from kinflow.core.context import Limits, PlanContext
 from kinflow.core.errors import CohortNotFound
-from kinflow.core.registry import Row, row_view
 from kinflow.core.state import BulkCall, Instance, ProcessedRequest, SubworkflowEntry
-from kinflow.core.window import latest_visit
 from kinflow.errors import InvalidInput
 from kinflow.timestamps import iso, parse_iso
 

@@ -24,10 +24,10 @@ import bisect
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from kinflow.core.registry import outcome_view, row_state
+from kinflow.core.cohort.registry import outcome_view, row_state
 from kinflow.core.state import SubworkflowEntry
 
-CHUNK = 32  # = core.rows.CHUNK (rows imports this module)
+CHUNK = 32  # = chunks.CHUNK (chunks imports this module)
 
 Summary = list[dict[str, Any]]
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from itertools import compress
 from operator import is_not
 
+from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.context import PlanContext
 from kinflow.core.history import record
-from kinflow.core.rows import replace_row
 from kinflow.core.state import CohortWindow, Instance, ResolvedRow, SubworkflowEntry
 from kinflow.define.models import WorkflowDefinition, find_action
 
@@ -234,7 +234,7 @@ def refill_batch(instance: Instance, definition: WorkflowDefinition) -> int | No
     """How many finished children make the parent's next round worth running at once:
     half the smallest window that has rows queued (``None``: no window waits).
 
-    Read from the cohorts' counts (``cohort_index``), so it costs per cohort, not per row.
+    Read from the cohorts' counts (``tallies``), so it costs per cohort, not per row.
     """
     rows = instance.subworkflows
     smallest: int | None = None
