@@ -328,8 +328,10 @@ def settle_child(parent: Instance, seed: spawn.ChildSeed, ctx: PlanContext
 
 def _primed(parent: Instance, seed: spawn.ChildSeed, ctx: PlanContext
             ) -> tuple[Instance, WorkflowDefinition]:
+    handoff = {"parent": parent.definition, "stage": seed.stage, "activity": seed.activity,
+               "action": seed.action, "child": seed.definition}
     verb = StartInstance(seed.definition_doc, seed.inputs, seed.child_id, seed.context,
-                         seed.ancestors)
+                         seed.ancestors, handoff)
     child = plan_create(verb, ctx)
     child.parentInstance = parent.id_
     model = child.definition_model()
@@ -361,11 +363,17 @@ class StartInstance:
     instance_id: str | None = None  # required by ``plan_create``: the shell draws it
     context: dict[str, Any] | None = None
     ancestors: list[dict[str, Any]] | None = None
+    # a child's start: the spawn that hands it ``fields`` (parent, stage, activity, action,
+    # child), so a refusal names the handoff rather than a caller's input
+    handoff: dict[str, str] | None = None
 
 
-def check_initial_fields(definition: WorkflowDefinition, fields: Any, dataset: str
-                         ) -> dict[str, Any]:
-    """Caller inputs: every bad row at once, then every missing required field."""
+def check_initial_fields(definition: WorkflowDefinition, fields: Any, dataset: str,
+                         handoff: dict[str, str] | None = None) -> dict[str, Any]:
+    """Caller inputs: every bad row at once, then every missing required field.
+
+    With ``handoff`` the values come from a spawn's ``with``: the refusals say so.
+    """
     if fields is None:
         fields = {}
     if not isinstance(fields, dict):
@@ -387,16 +395,31 @@ def check_initial_fields(definition: WorkflowDefinition, fields: Any, dataset: s
                 issues.append({"field": name, "reason": "wrong-kind",
                                "detail": getattr(exc, "message", str(exc))})
     if issues:
-        raise InitialFieldsInvalid("initial fields are invalid", issues=issues)
+        if handoff is not None:
+            raise InitialFieldsInvalid(f"{_handoff_label(handoff)} hands invalid input(s)",
+                                       issues=issues, source="handoff", **handoff)
+        raise InitialFieldsInvalid("initial fields are invalid", issues=issues, source="input")
     missing = [
         e.name for e in definition.fields or []
         if e.required and values.get(e.name) in (None, [])
     ]
+    if missing and handoff is not None:
+        raise RequiredFieldNotProvided(
+            f"{_handoff_label(handoff)} leaves required input(s) of {handoff['child']} "
+            f"empty: {', '.join(missing)}", fields=missing, source="handoff", **handoff
+        )
     if missing:
         raise RequiredFieldNotProvided(
-            f"required field(s) not provided: {', '.join(missing)}", fields=missing
+            f"required field(s) not provided: {', '.join(missing)} (inputs of "
+            f"{definition.name} the start must pass in fields)",
+            fields=missing, source="input", definition=definition.name,
         )
     return values
+
+
+def _handoff_label(handoff: dict[str, str]) -> str:
+    return (f"the spawn of {handoff['parent']} (stage {handoff['stage']}, action "
+            f"{handoff['action']}) to {handoff['child']}")
 
 
 def plan_create(verb: StartInstance, ctx: PlanContext) -> Instance:
@@ -408,7 +431,7 @@ def plan_create(verb: StartInstance, ctx: PlanContext) -> Instance:
     # the runtime view (definitions.runtime_definition) the instance reads all its
     # life, parsed once per snapshot text: a cohort's children share it
     definition = parse_snapshot(snapshot)
-    inputs = check_initial_fields(definition, verb.fields, ctx.dataset)
+    inputs = check_initial_fields(definition, verb.fields, ctx.dataset, verb.handoff)
     instance_id = verb.instance_id
     if instance_id is None:  # the shell draws ids (kinflow.engine.ids): the core has no entropy
         raise EngineBug("plan_create needs an instance id", definition=definition.name)

@@ -4,7 +4,7 @@ This module owns the deploy pipeline of engine-model §2.14 minus the I/O:
 validate every definition (all problems into one ``definition-invalid``),
 check duplicate names, order the batch children-first over unpinned spawn
 references (refusing cycles), check the spawn contracts against the batch and
-what is already deployed (all bad handoffs into one
+what is already deployed (``kinflow.core.contracts``: all bad handoffs into one
 ``spawn-contracts-invalid``), then version by content hash. It is pure: the
 shell loads the deployed heads it asks for and writes the plan's documents
 in one transaction. A refused batch produces no plan, so nothing is written.
@@ -18,9 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kinflow.core.contracts import Resolver, check_contracts
 from kinflow.core.definitions import DEFINITION_TYPE as DEFINITION_TYPE
 from kinflow.core.definitions import definition_id as definition_id
-from kinflow.core.errors import DefinitionInvalid, DefinitionTooLarge, SpawnContractsInvalid
+from kinflow.core.errors import DefinitionInvalid, DefinitionTooLarge
 from kinflow.define.hashing import content_hash
 from kinflow.define.models import SpawnBlock, WorkflowDefinition
 from kinflow.define.validate import Checked, Issue, check_definition
@@ -141,7 +142,7 @@ def plan_deploy(batch: list[Checked], deployed: Deployed, now_iso: str) -> Deplo
     stored_forms = {c.name: c.stored if c.stored is not None else c.model.to_json()
                     for c in batch if c.model is not None}
     digests = {c.name: c.digest for c in batch if c.digest is not None}
-    _check_contracts(models, deployed)
+    check_contracts(models, _resolver(models, deployed))
     plan = DeployPlan()
     for name in _children_first(models):
         stored = stored_forms[name]
@@ -221,41 +222,12 @@ def _cycle_issues(models: list[WorkflowDefinition]) -> list[Issue]:
     return issues
 
 
-def _resolve_child(
-    ref_name: str, version: Any, models: Mapping[str, WorkflowDefinition], deployed: Deployed
-) -> dict[str, Any] | None:
-    if not isinstance(version, int) and ref_name in models:
-        return models[ref_name].to_json()
-    return deployed.get((ref_name, version if isinstance(version, int) else None))
+def _resolver(models: Mapping[str, WorkflowDefinition], deployed: Deployed) -> Resolver:
+    """The child a spawn reference names: the batch's own when unpinned, else deployed."""
 
+    def resolve(ref_name: str, version: Any) -> dict[str, Any] | None:
+        if not isinstance(version, int) and ref_name in models:
+            return models[ref_name].to_json()
+        return deployed.get((ref_name, version if isinstance(version, int) else None))
 
-def _check_contracts(models: Mapping[str, WorkflowDefinition], deployed: Deployed) -> None:
-    issues: list[dict[str, Any]] = []
-    for name, model in models.items():
-        for path, spawn in spawn_refs(model):
-            ref = spawn.definition
-            child = _resolve_child(ref.name, ref.version, models, deployed)
-            if child is None:
-                issues.append({
-                    "reason": "unresolved-definition", "from": name, "child": ref.name,
-                    "field": None,
-                    "detail": f"{path}: {ref.name!r}"
-                    + (f" v{ref.version}" if isinstance(ref.version, int) else "")
-                    + " is neither in this batch nor deployed",
-                })
-                continue
-            fields = {f.get("name"): f for f in child.get("fields") or [] if isinstance(f, dict)}
-            for key in spawn.with_ or {}:
-                entry = fields.get(key)
-                if entry is None:
-                    detail = f"{path}.with.{key}: {ref.name!r} declares no workflow field {key!r}"
-                elif (entry.get("initialValue") or {}).get("type") != "input":
-                    detail = f"{path}.with.{key}: {ref.name}.{key} is not input-sourced"
-                else:
-                    continue
-                issues.append({"reason": "unconsumable-field", "from": name, "child": ref.name,
-                               "field": key, "detail": detail})
-    if issues:
-        raise SpawnContractsInvalid(
-            f"{len(issues)} bad parent-to-child handoff(s)", issues=issues
-        )
+    return resolve

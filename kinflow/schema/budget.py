@@ -2,8 +2,8 @@
 
 The budget itself is the operator's setting for the visit that spawned the
 cohort (``updateCohort``), else what the parent's pinned definition declares;
-``used`` and ``exceeded`` come from the cohort's counts (``failed`` rows
-against ``total``), so an indexed cohort that never reads its rows answers too.
+``used``, ``stopped`` and ``exceeded`` come from the cohort's counts (``failed``
+rows against ``total``), so an indexed cohort that never reads its rows answers too.
 """
 
 from __future__ import annotations
@@ -24,8 +24,12 @@ Doc = dict[str, Any]
 class FailureBudget:
     count: int | None
     percent: float | None
-    used: int = strawberry.field(description="Rows whose latest attempt failed or aborted.")
+    used: int = strawberry.field(description="Rows whose latest attempt failed or aborted, "
+                                 "not counting the rows the budget itself stopped.")
     exceeded: bool
+    stopped: int = strawberry.field(description="Rows the budget skipped or aborted once it "
+                                    "was exceeded (abortReason failure-budget-exceeded); "
+                                    "they count in Cohort.aborted, not in used.")
 
 
 def budget_of(parent: Doc, activity: str, last: Row | None) -> failure_budget.Budget | None:
@@ -51,4 +55,5 @@ def cohort_budget(parent: Doc | None, activity: str, last: Row | None,
     if budget is None:
         return None
     return FailureBudget(count=budget.count, percent=budget.percent, used=counts.failed,
-                         exceeded=budget.exceeded(counts.failed, counts.total))
+                         exceeded=budget.exceeded(counts.failed, counts.total),
+                         stopped=counts.stopped)

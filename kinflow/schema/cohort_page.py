@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kinflow.core.cohort import selection, tallies
-from kinflow.core.cohort.registry import CohortCounts, Row, api_row, row_view
+from kinflow.core.cohort.registry import Row, api_row, row_view
 from kinflow.core.context import Limits
 from kinflow.core.state import SubworkflowEntry
 from kinflow.engine import cohort_pages
@@ -100,18 +100,12 @@ def filter_tallies(entry: dict[str, Any], spec: selection.CohortFilter | None) -
     return found
 
 
+counts_of = tallies.counts
+"""The Cohort counts from a parent's summary entry (the core's reading; kept for callers)."""
+
+
 def counted_by_summary(spec: selection.CohortFilter | None) -> bool:
     return spec is None or (spec.row_keys is None and spec.stage is None and spec.where is None)
-
-
-def counts_of(entry: dict[str, Any] | None) -> CohortCounts:
-    """The Cohort counts from a parent's summary entry (no row read)."""
-    def n(statuses: list[str] | None = None, outcomes: list[str] | None = None) -> int:
-        return tallies.count_where(entry, statuses, outcomes)
-
-    return CohortCounts(total=tallies.total(entry), active=n(["active"]),
-                        done=n(["done"]), aborted=n(["aborted"]), queued=n(["queued"]),
-                        failed=n(None, ["failed", "aborted"]), cancelled=n(["cancelled"]))
 
 
 # ---------------------------------------------------------------- sources
@@ -204,7 +198,8 @@ def indexable(parent: dict[str, Any]) -> bool:
     wrote rows since summaries exist; an older parent is read whole)."""
     summary = parent.get("cohortRows")
     if isinstance(summary, list):
-        return all(isinstance(e, dict) and "chunks" in e for e in summary)
+        return all(isinstance(e, dict) and "chunks" in e and tallies.current(e)
+                   for e in summary)
     return not parent.get("rowCount")
 
 

@@ -18,12 +18,13 @@ import json
 import strawberry
 
 from kinflow.core import readmodel
+from kinflow.core.cohort import tallies
 from kinflow.core.cohort.registry import CohortCounts, Row, count, registry_rows, select
 from kinflow.core.state import parse_instance
 from kinflow.gdr import document_id, format_gdr
 from kinflow.schema.budget import FailureBudget, cohort_budget
 from kinflow.schema.bulk import CohortFilter, cohort_closed
-from kinflow.schema.cohort_page import CohortSource, RowsPage, counts_of, page_of_rows
+from kinflow.schema.cohort_page import CohortSource, RowsPage, page_of_rows
 from kinflow.schema.context import KInfo
 from kinflow.schema.definition_types import DeployedDefinition, DeployResult, WorkflowDefinition
 from kinflow.schema.instance_parts import (
@@ -209,7 +210,9 @@ class Cohort:
     def max_active(self) -> int | None:
         return self.window
 
-    @strawberry.field(description="Rows whose outcome is failed or aborted.")
+    @strawberry.field(description="Rows whose latest attempt failed or was aborted, except "
+                      "rows the failure budget itself skipped or aborted (abortReason "
+                      "failure-budget-exceeded): those count only in aborted.")
     def failed(self) -> int:
         return self.counts.failed
 
@@ -255,7 +258,7 @@ class Cohort:
         """A cohort whose counts come from the parent's summary; ``selected`` holds only
         its last row (read ``counts``, or ``source.rows()`` for every row)."""
         return cls(parent_id=strawberry.ID(source.parent_id), activity=last.activity,
-                   counts=counts_of(source.entry), selected=[last], window=window,
+                   counts=tallies.counts(source.entry), selected=[last], window=window,
                    source=source)
 
     @classmethod

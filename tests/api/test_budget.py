@@ -10,6 +10,7 @@ from starlette.testclient import TestClient
 
 from tests.api.conftest import data, error_code, gql
 from tests.api.test_window import start_cohort
+from tests.engine.cohort_defs import items
 from tests.engine.outcome_defs import worker
 from tests.engine.test_budget import budgeted
 
@@ -92,3 +93,31 @@ def test_deploy_takes_cancel_rest_and_refuses_an_unknown_policy(client: TestClie
                                          worker()]})
     assert error_code(refused) == "definition-invalid"
     assert "onBudgetExceeded" in str(refused["errors"][0]["extensions"]["details"])
+
+
+SIX = """query($p: ID!) { cohort(parentId: $p, activity: "translate") {
+  total done failed aborted queued active budget { count used exceeded stopped }
+  rows { rowKey status outcome abortReason } } }"""
+
+
+def test_rows_the_budget_stopped_count_as_aborted_not_as_failures(client: TestClient) -> None:
+    """Two give-ups cross a budget of one in a six-row cohort (window of three): the two
+    live siblings the budget aborted and the two queued rows it skipped are its effect."""
+    data(gql(client, "mutation($d: [JSON!]!) { deployDefinitions(definitions: $d) { warnings } }",
+             {"d": [budgeted({"count": 1}, max_active=3), worker()]}))
+    started = data(gql(client, """mutation($f: JSON) { startInstance(definition: "p",
+        fields: $f) { instance { id } } }""", {"f": items(*"abcdef")}))
+    parent_id = started["startInstance"]["instance"]["id"]
+    data(gql(client, """mutation($i: ID!) { fireAction(instanceId: $i, activity: "go",
+        action: "go") { changed } }""", {"i": parent_id}))
+    ids = {r["rowKey"]: r["childId"] for r in cohort(client, parent_id)["rows"]}
+    data(gql(client, FAIL, {"i": ids["a"]}))
+    data(gql(client, FAIL, {"i": ids["b"]}))
+    found = data(gql(client, SIX, {"p": parent_id}))["cohort"]
+    rows = {r["rowKey"]: r for r in found["rows"]}
+    assert {k for k, r in rows.items() if r["abortReason"] == "failure-budget-exceeded"
+            and r["status"] == "ABORTED"} == set("cdef")
+    assert [rows[k]["outcome"] for k in "ab"] == ["failed", "failed"]
+    assert {k: found[k] for k in ("total", "done", "failed", "aborted", "queued", "active")
+            } == {"total": 6, "done": 2, "failed": 2, "aborted": 4, "queued": 0, "active": 0}
+    assert found["budget"] == {"count": 1, "used": 2, "exceeded": True, "stopped": 4}

@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     root = suite_dir()
     if root is None:
-        print("GROQ test suite not found (set KINFLOW_GROQ_SUITE)", file=sys.stderr)
+        print("GROQ test suite not found (tests/conformance/groq-test-suite, or set "
+              "KINFLOW_GROQ_SUITE)", file=sys.stderr)
         return 2
     runner = Runner(Suite(root))
     for tier in (int(t) for t in args.tiers.split(",") if t.strip()):

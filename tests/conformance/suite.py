@@ -1,8 +1,12 @@
 """Loads the GROQ conformance suite's YAML and expands it into flat cases.
 
-Owns: the YAML-1.2-style loader (groq.md §11.3), node inheritance, ``~var~``
-placeholder expansion and the generated filter/fetch/join variants (§11.2), version
-and feature gating, and the tier definitions (§12). Nothing here evaluates GROQ.
+Owns: the YAML-1.2-style loader (YAML 1.2 core-schema scalars, as the suite's own
+JavaScript build reads them), node inheritance, ``~var~`` placeholder expansion and the
+generated filter/fetch/join variants, version and feature gating, and the tier
+definitions. Nothing here evaluates GROQ.
+
+The suite's YAML is vendored under ``tests/conformance/groq-test-suite/`` (MIT, with
+its LICENSE): only the files some tier runs, byte for byte.
 """
 
 from __future__ import annotations
@@ -17,8 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 TIER1_FILES = frozenset(
     [f"type/{n}.yml" for n in ("array", "boolean", "null", "number", "object", "string", "pair",
@@ -62,11 +64,15 @@ TIER_FEATURES: dict[int, frozenset[str]] = {
 GROQ_VERSION = (1, 2)
 
 
+VENDORED = Path(__file__).resolve().parent / "groq-test-suite"
+
+
 def suite_dir() -> Path | None:
-    """Where the suite's ``test/`` folder lives, or None when it is not available."""
+    """Where the suite's ``test/`` folder lives: ``KINFLOW_GROQ_SUITE`` (a full upstream
+    checkout) or else the vendored copy; None when neither is there."""
     env = os.environ.get("KINFLOW_GROQ_SUITE")
     candidates = [Path(env)] if env else []
-    candidates.append(REPO_ROOT.parent / "shared" / "groq-test-suite")
+    candidates.append(VENDORED)
     for cand in candidates:
         if (cand / "test").is_dir():
             return cand / "test"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kinflow.core.cohort import chunks, selection, tallies
+from kinflow.core.cohort import chunks, outcomes, selection, tallies
 from kinflow.core.cohort.registry import CohortCounts, api_row, count
 from kinflow.core.state import ResolvedRow, SubworkflowEntry
 from kinflow.errors import InvalidInput
@@ -28,13 +28,17 @@ def row(i: int, state: str = "active", activity: str = "translate", visit: str =
     elif state == "aborted":
         extra["resolved"] = ResolvedRow(at=AT, aborted=True)
         extra["outcome"] = "aborted"
+    elif state == "stopped":  # skipped or aborted by the failure budget
+        extra["resolved"] = ResolvedRow(at=AT, aborted=True, detail=outcomes.BUDGET_STOPPED)
+        extra["outcome"] = "aborted"
+        extra["abortReason"] = outcomes.BUDGET_STOPPED
     return SubworkflowEntry.model_validate({
         "_key": f"k{i}", "activity": activity, "action": "fan-out", "definition": "c",
         "stageEntry": visit, "cohortStage": "review", "rowKey": f"r{i:04d}",
         "ref": {"id": f"lake:d:c-{i}"}, "spawnedAt": AT, **extra})
 
 
-STATES = ["active", "queued", "succeeded", "failed", "aborted"]
+STATES = ["active", "queued", "succeeded", "failed", "aborted", "stopped"]
 
 
 def registry(n: int, seed: int = 1) -> list[SubworkflowEntry]:
@@ -50,15 +54,19 @@ def test_chunk_sizes_agree() -> None:
 def test_a_summary_counts_status_outcome_pairs_the_row_range_and_their_chunks() -> None:
     found = tallies.summarise([row(0), row(1, "queued"), row(2, "failed"),
                                     row(3, "succeeded", activity="other"),
-                                    row(4, "aborted"), *(row(i, "queued") for i in range(5, 40))],
+                                    row(4, "aborted"), row(5, "stopped"),
+                                    *(row(i, "queued") for i in range(6, 40))],
                                    offset=64)
     assert found == [
         {"activity": "translate", "stageEntry": "v1", "first": 64, "last": 103,
-         "counts": {"active:": 1, "queued:": 36, "done:failed": 1, "aborted:aborted": 1},
+         "counts": {"active:": 1, "queued:": 35, "done:failed": 1, "aborted:aborted": 1,
+                    "aborted:aborted:budget": 1},
          "chunks": {"active:": [2], "queued:": [2, 3], "done:failed": [2],
-                    "aborted:aborted": [2]}},
+                    "aborted:aborted": [2], "aborted:aborted:budget": [2]},
+         "tallies": tallies.SCHEME},
         {"activity": "other", "stageEntry": "v1", "first": 67, "last": 67,
-         "counts": {"done:succeeded": 1}, "chunks": {"done:succeeded": [2]}}]
+         "counts": {"done:succeeded": 1}, "chunks": {"done:succeeded": [2]},
+         "tallies": tallies.SCHEME}]
     entry = found[0]
     assert tallies.candidate_chunks(entry, None, 64) == [2, 3]
     assert tallies.candidate_chunks(entry, ["done:failed"], 64) == [2]
@@ -71,10 +79,40 @@ def test_counts_from_the_summary_equal_counting_every_row() -> None:
     summary = tallies.summarise(every)
     entry = tallies.find(summary, "translate", "v1")
     mine = [api_row("p", r, "v1") for r in every if r.activity == "translate"]
-    assert cohort_page.counts_of(entry) == count(mine)
+    counts = tallies.counts(entry)
+    assert counts == count(mine)
+    assert counts.stopped > 0 and counts.aborted > counts.stopped
+    assert counts.failed == sum(1 for r in mine if r.outcome in ("failed", "aborted")
+                                and r.abort_reason != outcomes.BUDGET_STOPPED)
     assert tallies.count_where(entry, ["done"], ["failed"]) == sum(
         1 for r in mine if r.status == "done" and r.outcome == "failed")
-    assert cohort_page.counts_of(None) == CohortCounts(0, 0, 0, 0)
+    assert tallies.count_where(entry, None, ["aborted"]) == sum(
+        1 for r in mine if r.outcome == "aborted")  # a filter on outcome sees both kinds
+    assert tallies.counts(None) == CohortCounts(0, 0, 0, 0)
+
+
+def test_rows_the_budget_stopped_count_as_aborted_not_failed() -> None:
+    mine = [row(0, "failed"), row(1, "failed"), *(row(i, "stopped") for i in range(2, 6))]
+    expected = CohortCounts(total=6, active=0, done=2, aborted=4, failed=2, stopped=4)
+    assert count([api_row("p", r, "v1") for r in mine]) == expected
+    assert tallies.counts(tallies.summarise(mine)[0]) == expected
+    again = row(1, "failed").model_copy(update={"abortReason": outcomes.BUDGET_STOPPED})
+    assert count([api_row("p", again, "v1")]).failed == 1  # it failed before its abort ran
+
+
+def test_an_older_summary_is_counted_again_and_read_whole_while_ambiguous() -> None:
+    mine = [row(0, "failed"), row(1, "failed"), *(row(i, "stopped") for i in range(2, 6))]
+    older = [{**e, "counts": {tallies.split(k)[0] + ":" + (tallies.split(k)[1] or ""): v
+                             for k, v in e["counts"].items()}}
+             for e in tallies.summarise(mine)]
+    for entry in older:
+        del entry["tallies"]
+        entry["chunks"] = {"done:failed": [0], "aborted:aborted": [0]}
+    assert not cohort_page.indexable({"rowCount": 6, "cohortRows": older})
+    assert tallies.updated(older, mine, mine, [0]) == tallies.summarise(mine)
+    plain = [{k: v for k, v in e.items() if k != "tallies"}
+             for e in tallies.summarise([row(0, "failed"), row(1, "queued")])]
+    assert cohort_page.indexable({"rowCount": 2, "cohortRows": plain})
 
 
 def test_an_update_by_difference_over_rewritten_chunks_equals_a_whole_recount() -> None:

@@ -19,7 +19,7 @@ from kinflow.core.errors import (
 from kinflow.core.state import Instance
 from kinflow.engine import Actor, Engine
 from kinflow.errors import KinflowError
-from tests.engine.cohort_defs import SETTLED, child, items, parent
+from tests.engine.cohort_defs import SETTLED, child, items, parent, with_item
 from tests.engine.definitions import simple
 
 pytestmark = pytest.mark.lake
@@ -162,7 +162,11 @@ async def test_scenario_18_spawn_depth_limit(engine: Engine) -> None:
 async def test_scenario_19_a_required_child_input_left_out(engine: Engine) -> None:
     no_with = parent()
     del no_with["stages"][1]["activities"][0]["actions"][0]["spawn"]["with"]
-    await engine.deploy([no_with, child(required=True)])
+    with pytest.raises(SpawnContractsInvalid) as refused:
+        await engine.deploy([no_with, child(required=True)])
+    assert [i["reason"] for i in refused.value.details["issues"]] == ["missing-required-input"]
+    empty = with_item(parent(), "$row.nope")  # handed, but empty when the spawn runs
+    await engine.deploy([empty, child(required=True)])
     started = await engine.start_instance("p", fields=items("a"))
     with pytest.raises(RequiredFieldNotProvided):
         await engine.fire_action(started.instance.id_, "go", "go")

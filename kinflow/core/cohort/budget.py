@@ -1,7 +1,9 @@
 """A cohort's failure budget (``spawn.failureBudget``; pure, no I/O).
 
 Failed rows are those whose latest attempt (the row itself) has outcome
-``failed`` or ``aborted``. A cohort's budget is exceeded when they are
+``failed`` or ``aborted``, except the rows the budget itself skipped or
+aborted (``abortReason`` ``failure-budget-exceeded``): those are its effect,
+and count only as aborted. A cohort's budget is exceeded when they are
 strictly more than ``count``, or than ``percent`` % of the cohort's rows
 (queued included). The budget is the operator's setting for the cohort
 (``updateCohort``, stored on ``Instance.cohorts`` beside ``maxActive``),
@@ -53,7 +55,7 @@ from kinflow.errors import InvalidInput
 
 Cohort = tuple[str, str]  # (activity, stage entry key), as core/cohort/window.py
 
-REASON = "failure-budget-exceeded"
+REASON = outcomes.BUDGET_STOPPED
 """``abortReason`` of the rows the budget skipped or condemned."""
 ABORT_REST = "abort-rest"
 CANCEL_REST = "cancel-rest"
@@ -151,8 +153,9 @@ def effective(own: dict[str, Any] | None, definition: WorkflowDefinition, stage:
 
 
 def used(rows: Iterable[SubworkflowEntry]) -> int:
-    """Failed rows: the latest attempt's outcome is ``failed`` or ``aborted``."""
-    return sum(1 for row in rows if _outcome(row) in outcomes.FAILING)
+    """Failed rows: the latest attempt's outcome is ``failed`` or ``aborted``, and the
+    budget did not stop the row itself (``outcomes.counts_as_failed``)."""
+    return sum(1 for row in rows if outcomes.counts_as_failed(_outcome(row), row.abortReason))
 
 
 def _outcome(row: SubworkflowEntry) -> str | None:

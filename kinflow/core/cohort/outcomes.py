@@ -31,7 +31,23 @@ ABORTED = "aborted"
 CANCELLED = "cancelled"
 OUTPUT_TOO_LARGE = "output-too-large"
 FAILING = frozenset({FAILED, ABORTED})
-"""Outcomes a cohort counts as failed (``Cohort.failed``, the failure budget)."""
+"""Outcomes a cohort counts as failed (``Cohort.failed``, the failure budget), unless
+the budget itself stopped the row (``counts_as_failed``)."""
+BUDGET_STOPPED = "failure-budget-exceeded"
+"""``abortReason`` of the rows a failure budget skipped or aborted (core/cohort/budget.py)."""
+
+
+def stopped_by_budget(outcome: str | None, abort_reason: str | None) -> bool:
+    """Whether a row ended aborted because its cohort's budget was exceeded: such a row
+    is the budget's effect, not a failure of its own (a condemned child that reached a
+    failed stage first did fail)."""
+    return outcome == ABORTED and abort_reason == BUDGET_STOPPED
+
+
+def counts_as_failed(outcome: str | None, abort_reason: str | None) -> bool:
+    """What ``Cohort.failed`` and a budget's ``used`` count: a failed or aborted latest
+    attempt that the budget did not stop itself."""
+    return outcome in FAILING and not stopped_by_budget(outcome, abort_reason)
 
 
 def capped(outputs: dict[str, Any] | None, limit: int

@@ -278,8 +278,9 @@ class CohortCounts:
     done: int
     aborted: int
     queued: int = 0  # rows waiting in the cohort's window (not settled)
-    failed: int = 0  # rows whose outcome is failed or aborted (what a budget counts)
+    failed: int = 0  # outcome failed or aborted, not stopped by the budget (what it counts)
     cancelled: int = 0  # rows CANCELLED (by a cancellation)
+    stopped: int = 0  # rows the failure budget skipped or aborted (counted in ``aborted``)
 
     @property
     def settled(self) -> bool:
@@ -287,9 +288,14 @@ class CohortCounts:
 
 
 def count(rows: list[Row]) -> CohortCounts:
+    """A cohort's counts from its rows in hand (``cohort_index.counts`` reads the same
+    from a parent's summary without the rows)."""
     statuses = [r.status for r in rows]
     return CohortCounts(len(rows), statuses.count("active"), statuses.count("done"),
                         statuses.count("aborted"), queued=statuses.count("queued"),
-                        failed=sum(1 for r in rows if r.outcome in outcomes.FAILING),
+                        failed=sum(1 for r in rows
+                                   if outcomes.counts_as_failed(r.outcome, r.abort_reason)),
                         cancelled=statuses.count("cancelled"),
+                        stopped=sum(1 for r in rows
+                                    if outcomes.stopped_by_budget(r.outcome, r.abort_reason)),
                         )  # fmt: skip

@@ -8,7 +8,9 @@ cohort (the spawning activity and the stage visit that spawned it):
 * ``first``/``last``: the cohort's first and last registry place;
 * ``counts``: one number per ``status:outcome`` pair (``done:failed``,
   ``queued:`` ...), so every Cohort count and the total of a status/outcome
-  filter are sums over a few numbers;
+  filter are sums over a few numbers; rows the failure budget stopped get a
+  pair of their own (``aborted:aborted:budget``), since they count as aborted
+  but not as failed (``outcomes.counts_as_failed``);
 * ``chunks``: per pair, the sorted chunk numbers holding such a row, so a page
   (filtered or not) fetches exactly the chunks that can contribute, by id.
 
@@ -24,24 +26,46 @@ import bisect
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from kinflow.core.cohort.registry import outcome_view, row_state
+from kinflow.core.cohort import outcomes
+from kinflow.core.cohort.registry import CohortCounts, outcome_view, row_state
 from kinflow.core.state import SubworkflowEntry
 
 CHUNK = 32  # = chunks.CHUNK (chunks imports this module)
+SCHEME = 2
+"""``tallies`` of an entry whose pairs tell the budget's stopped rows apart; an entry
+without it counted them under ``aborted:aborted`` and is computed again."""
+BUDGET_MARK = "budget"
 
 Summary = list[dict[str, Any]]
 
 
 def tally(row: SubworkflowEntry) -> str:
-    """The ``status:outcome`` pair a row counts under (as ``registry.row_view`` reads it)."""
+    """The ``status:outcome`` pair a row counts under (as ``registry.row_view`` reads it),
+    with ``:budget`` after it for a row the failure budget stopped."""
     outcome = outcome_view(row)["outcome"]
-    return f"{row_state(row)[0]}:{outcome or ''}"
+    key = f"{row_state(row)[0]}:{outcome or ''}"
+    if outcomes.stopped_by_budget(outcome, row.abortReason):
+        key = f"{key}:{BUDGET_MARK}"
+    return key
 
 
 def split(key: str) -> tuple[str, str | None]:
     """``(status, outcome)`` of a tally key."""
-    status, _, outcome = key.partition(":")
+    status, _, rest = key.partition(":")
+    outcome = rest.partition(":")[0]
     return status, outcome or None
+
+
+def stopped(key: str) -> bool:
+    """Whether a tally key counts rows the failure budget stopped."""
+    return key.count(":") == 2 and key.rsplit(":", 1)[1] == BUDGET_MARK
+
+
+def current(entry: dict[str, Any]) -> bool:
+    """Whether an entry's counts tell budget-stopped rows apart (``SCHEME``); an older
+    one without any aborted row counts the same either way."""
+    return entry.get("tallies") == SCHEME or not any(
+        split(key) == ("aborted", outcomes.ABORTED) for key in entry.get("counts", {}))
 
 
 def summarise(rows: Sequence[SubworkflowEntry], offset: int = 0) -> Summary:
@@ -55,7 +79,7 @@ def summarise(rows: Sequence[SubworkflowEntry], offset: int = 0) -> Summary:
 
 def chunk_summary(rows: Sequence[SubworkflowEntry], offset: int) -> Summary:
     """What a chunk document says of its cohorts (``summarise`` without ``chunks``)."""
-    return [{k: v for k, v in entry.items() if k != "chunks"}
+    return [{k: v for k, v in entry.items() if k not in ("chunks", "tallies")}
             for entry in summarise(rows, offset)]
 
 
@@ -65,7 +89,8 @@ def _add(found: dict[tuple[str, str], dict[str, Any]], row: SubworkflowEntry, in
     entry = found.get(key)
     if entry is None:
         entry = found[key] = {"activity": row.activity, "stageEntry": row.stageEntry,
-                              "first": index, "last": index, "counts": {}, "chunks": {}}
+                              "first": index, "last": index, "counts": {}, "chunks": {},
+                              "tallies": SCHEME}
     entry["first"] = min(entry["first"], index)
     entry["last"] = max(entry["last"], index)
     name = tally(row)
@@ -81,8 +106,10 @@ def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
             rows: Sequence[SubworkflowEntry], chunks: Iterable[int]) -> Summary:
     """The parent's summary after a commit rewrote ``chunks``: ``base`` is the registry
     the stored ``summary`` describes, ``rows`` the registry now. Without a stored
-    summary (rows written before summaries existed) it is computed whole, once."""
-    if summary is None or any("chunks" not in e for e in summary):
+    summary (rows written before summaries existed) or with one of an older tally scheme
+    it is computed whole, once."""
+    if summary is None or any("chunks" not in e or e.get("tallies") != SCHEME
+                              for e in summary):
         return summarise(rows)
     found = {(e["activity"], e["stageEntry"]): {
         **e, "counts": dict(e["counts"]),
@@ -119,6 +146,26 @@ def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
 
 def total(entry: dict[str, Any] | None) -> int:
     return sum((entry or {}).get("counts", {}).values())
+
+
+def failed(entry: dict[str, Any] | None) -> int:
+    """``Cohort.failed`` and a budget's ``used``: rows whose outcome is failed or aborted,
+    the budget's stopped rows left out (``outcomes.counts_as_failed``)."""
+    return sum(int(value) for key, value in (entry or {}).get("counts", {}).items()
+               if split(key)[1] in outcomes.FAILING and not stopped(key))
+
+
+def counts(entry: dict[str, Any] | None) -> CohortCounts:
+    """Every count the API shows of a cohort, from its summary entry (no row read);
+    equal to ``registry.count`` over the cohort's rows."""
+    def n(status: str) -> int:
+        return count_where(entry, [status], None)
+
+    found = (entry or {}).get("counts", {})
+    return CohortCounts(total=total(entry), active=n("active"), done=n("done"),
+                        aborted=n("aborted"), queued=n("queued"), failed=failed(entry),
+                        cancelled=n("cancelled"),
+                        stopped=sum(int(v) for key, v in found.items() if stopped(key)))
 
 
 def count_where(entry: dict[str, Any] | None, statuses: Iterable[str] | None,
