@@ -15,9 +15,9 @@ from typing import Any, Protocol
 import httpx
 
 from kinflow.core import readmodel
-from kinflow.core.cohort.registry import registry_rows
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.engine import Actor, Engine, OperationResult
+from kinflow.engine.registry_cache import registry_rows
 from kinflow.errors import KinflowError, ServerUnreachable
 from kinflow.plugins import build_engine
 from kinflow.settings import Settings

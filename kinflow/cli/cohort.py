@@ -20,9 +20,10 @@ from rich.table import Table
 
 from kinflow.cli.backends import CLI_ACTOR, Backend, LocalBackend, RemoteBackend, open_backend
 from kinflow.cli.console import out, run, run_sync_parse
-from kinflow.core.cohort.registry import Row, count, registry_rows
+from kinflow.core.cohort.registry import Row, count
 from kinflow.core.definitions import parse_snapshot
 from kinflow.core.errors import CohortNotFound, InstanceNotFound
+from kinflow.engine.registry_cache import registry_rows
 from kinflow.errors import InvalidInput
 from kinflow.schema.bulk import CohortFilter
 from kinflow.schema.cohort_page import RowsPage, counts_of, indexed, page_of_rows

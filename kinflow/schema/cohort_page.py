@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kinflow.core.cohort import selection, tallies
-from kinflow.core.cohort.registry import Row, api_row, row_view
+from kinflow.core.cohort.registry import Row, api_row
 from kinflow.core.context import Limits
 from kinflow.core.state import SubworkflowEntry
 from kinflow.engine import cohort_pages
+from kinflow.engine.registry_cache import row_view
 from kinflow.errors import InvalidInput
 from kinflow.schema.bulk import CohortFilter
 
@@ -123,7 +124,7 @@ class CohortSource:
     _all: list[Row] | None = field(default=None)
 
     def row(self, entry: SubworkflowEntry) -> Row:
-        return api_row(self.parent_id, entry, self.open_key)
+        return api_row(self.parent_id, entry, self.open_key, row_view(entry, self.open_key))
 
     def matcher(self, spec: selection.CohortFilter | None) -> cohort_pages.Matcher | None:
         if spec is None:

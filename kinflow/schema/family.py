@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kinflow.core.cohort.registry import Row, overlay, registry_rows
+from kinflow.core.cohort.registry import Row, overlay
+from kinflow.engine.registry_cache import registry_rows
 from kinflow.schema.loaders import Doc, parent_id
 
 

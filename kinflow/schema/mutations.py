@@ -13,9 +13,9 @@ from typing import Any
 
 import strawberry
 
-from kinflow.core.cohort.registry import registry_rows
 from kinflow.core.owned import check_content_write, check_instance_id
 from kinflow.engine import OperationResult as EngineResult
+from kinflow.engine.registry_cache import registry_rows
 from kinflow.errors import DatasetNotFound, InvalidInput
 from kinflow.gdr import check_document_id, format_gdr
 from kinflow.http.tokens import has_role

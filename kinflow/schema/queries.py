@@ -7,10 +7,10 @@ from typing import Annotated, Any
 import strawberry
 
 from kinflow.core import readmodel
-from kinflow.core.cohort.registry import registry_rows
 from kinflow.core.definitions import DEFINITION_TYPE
 from kinflow.core.errors import DefinitionNotFound, InstanceNotFound
 from kinflow.core.state import INSTANCE_TYPE
+from kinflow.engine.registry_cache import registry_rows
 from kinflow.errors import InvalidInput
 from kinflow.gdr import check_document_id, format_gdr
 from kinflow.schema.cohort_page import indexable, indexed, spawned

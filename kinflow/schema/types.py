@@ -19,8 +19,9 @@ import strawberry
 
 from kinflow.core import readmodel
 from kinflow.core.cohort import tallies
-from kinflow.core.cohort.registry import CohortCounts, Row, count, registry_rows, select
+from kinflow.core.cohort.registry import CohortCounts, Row, count, select
 from kinflow.core.state import parse_instance
+from kinflow.engine.registry_cache import registry_rows
 from kinflow.gdr import document_id, format_gdr
 from kinflow.schema.budget import FailureBudget, cohort_budget
 from kinflow.schema.bulk import CohortFilter, cohort_closed

@@ -58,7 +58,6 @@ def test_api_rows_are_the_same_views_plus_bookkeeping() -> None:
         (v["rowKey"], v["status"], v["stage"], v["current"]) for v in views]
     assert [r.condemned for r in rows] == [False, False, False, False, True]
     assert rows[4].abort_reason == "cancel" and rows[2].resolved and rows[2].resolved_at == "z"
-    assert registry.registry_rows(doc) is rows  # memoised per (_id, _rev)
 
 
 def test_overlay_select_and_count() -> None:

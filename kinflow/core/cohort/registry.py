@@ -13,8 +13,6 @@ parent).
 
 from __future__ import annotations
 
-import weakref
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 from itertools import compress
 from operator import is_not
@@ -27,45 +25,14 @@ from kinflow.core.state import Instance, StageEntry, SubworkflowEntry, parse_ins
 Doc = dict[str, Any]
 
 
-_VIEWS: dict[int, tuple[weakref.ref[SubworkflowEntry], dict[str | None, dict[str, Any]]]] = {}
-"""Views by the id of their row object, alive exactly as long as the row (a weak
-reference's callback forgets them), so the memory they hold is that of the rows
-in use, never a growing cache."""
-
-
 def row_view(row: SubworkflowEntry, open_key: str | None) -> dict[str, Any]:
-    """The ``$subworkflows`` object of one stored row (engine-model §5.5); treat it as
-    read-only.
+    """The ``$subworkflows`` object of one stored row; treat it as read-only.
 
     ``open_key`` is the key of the parent's open stage visit: a row spawned in
-    it is ``current``. Rows are frozen and shared between a parent's plans, and a
-    plan renders ``$subworkflows`` several times (each condition check, the next
-    evaluation time), so views are kept per row object: a round on a 10,000-row
-    cohort then builds views only for the rows it changed (rendering every row
-    was half of a round's planning, docs/performance.md).
+    it is ``current``. Planning keeps the views it built on the instance
+    (``subworkflow_rows``); the API's readers keep theirs per row object in
+    the shell (``kinflow.engine.registry_cache``).
     """
-    key = id(row)
-    kept = _VIEWS.get(key)
-    if kept is not None and kept[0]() is row:
-        views = kept[1]
-        view = views.get(open_key)
-        if view is None:
-            view = views[open_key] = _build_view(row, open_key)
-        return view
-    view = _build_view(row, open_key)
-    _VIEWS[key] = (weakref.ref(row, _forgetter(key)), {open_key: view})
-    return view
-
-
-def _forgetter(key: int) -> Any:
-    def forget(ref: weakref.ref[SubworkflowEntry]) -> None:
-        kept = _VIEWS.get(key)
-        if kept is not None and kept[0] is ref:
-            del _VIEWS[key]
-    return forget
-
-
-def _build_view(row: SubworkflowEntry, open_key: str | None) -> dict[str, Any]:
     status, stage = row_state(row)
     return {
         "_id": row.ref.id.split(":", 2)[-1],
@@ -163,58 +130,20 @@ class Row:
     cancelling: bool = False  # the live child is CANCELLING
 
 
-_CACHE: OrderedDict[str, tuple[str, list[Row]]] = OrderedDict()
-_CACHE_ROWS = 10_000
-"""Rows the registry cache holds at most (a parent without rows counts as one): bounded by
-rows, not parents, since a 10,000-row parent's registry is 10,000 rows (the newest entry is
-always kept). One entry per parent, its newest revision seen: every subscriber reads that
-one, and keeping each revision of an order made its 6-8 revisions 6-8 copies of its rows
-(each row about 1 KB, most of it the decoded strings it shares with the lake's reply)."""
-_cached_rows = 0
-
-
 def registry_rows(parent: Doc) -> list[Row]:
-    """Every row of ``parent``'s registry, in stored order.
-
-    Memoised per parent at its ``_rev``: every subscriber of a parent sees the
-    same revision, and parsing a big parent once per subscriber is the fan-out's
-    main cost.
-    """
-    global _cached_rows
-    rev = parent.get("_rev")
-    if not isinstance(rev, str):
-        return _registry_rows(parent)
-    parent_id = str(parent.get("_id"))
-    kept = _CACHE.get(parent_id)
-    if kept is not None and kept[0] == rev:
-        _CACHE.move_to_end(parent_id)
-        return kept[1]
-    rows = _registry_rows(parent)
-    if kept is not None:
-        _cached_rows -= _weight(kept[1])
-    _CACHE[parent_id] = (rev, rows)
-    _CACHE.move_to_end(parent_id)
-    _cached_rows += _weight(rows)
-    while _cached_rows > _CACHE_ROWS and len(_CACHE) > 1:
-        _cached_rows -= _weight(_CACHE.popitem(last=False)[1][1])
-    return rows
-
-
-def _weight(rows: list[Row]) -> int:
-    """What an entry counts against ``_CACHE_ROWS``: its rows, and one for a parent without."""
-    return max(1, len(rows))
-
-
-def _registry_rows(parent: Doc) -> list[Row]:
+    """Every row of ``parent``'s registry, in stored order (the shell memoises them per
+    revision: ``kinflow.engine.registry_cache``)."""
     instance = parse_instance(parent)
     entry = instance.open_entry()
     open_key = entry.key_ if entry is not None else None
     return [api_row(instance.id_, row, open_key) for row in instance.subworkflows]
 
 
-def api_row(parent_id: str, entry: SubworkflowEntry, open_key: str | None) -> Row:
-    """The API's ``Row`` of one stored row (``row_view`` plus the bookkeeping)."""
-    view = row_view(entry, open_key)
+def api_row(parent_id: str, entry: SubworkflowEntry, open_key: str | None,
+            view: dict[str, Any] | None = None) -> Row:
+    """The API's ``Row`` of one stored row (``row_view`` plus the bookkeeping); ``view`` is
+    the row's view when the caller has it already."""
+    view = row_view(entry, open_key) if view is None else view
     return Row(
         parent_id=parent_id,
         row_key=view["rowKey"],
