@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from kinflow.core.cohort.spawn import ChildSeed, plan_spawn
 from kinflow.core.context import PlanContext
 from kinflow.core.effects import queue_effects
 from kinflow.core.errors import EngineBug
 from kinflow.core.history import record
 from kinflow.core.ops import OpSource, apply_ops
-from kinflow.core.spawn import ChildSeed, plan_spawn
 from kinflow.core.state import Instance
 from kinflow.define.models import Action, WorkflowDefinition
 

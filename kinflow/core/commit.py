@@ -32,12 +32,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kinflow.core import cancellation, readmodel, spawn
+from kinflow.core import cancellation, readmodel
 from kinflow.core import effects as fx
 from kinflow.core.actions import Spawner
 from kinflow.core.cascade import hop, next_evaluation_at
 from kinflow.core.cohort import budget as failure_budget
-from kinflow.core.cohort import tallies, window
+from kinflow.core.cohort import spawn, tallies, window
 from kinflow.core.cohort.chunks import row_writes
 from kinflow.core.cohort.observe import condemned
 from kinflow.core.context import Limits, PlanContext, iso

@@ -14,9 +14,9 @@ import pytest
 
 from kinflow.core import verbs
 from kinflow.core.actions import fire, no_spawner
+from kinflow.core.cohort.spawn import ChildSeed
 from kinflow.core.context import Actor
 from kinflow.core.errors import ActionDisabled, ActionParamsInvalid, EngineBug
-from kinflow.core.spawn import ChildSeed
 from kinflow.core.state import Instance
 from kinflow.define.models import Action, WorkflowDefinition, find_action
 from tests.core.spawning import child, knowing, parent

@@ -7,9 +7,9 @@ from collections.abc import Callable
 import pytest
 
 from kinflow.core.cascade import hop
+from kinflow.core.cohort.spawn import ChildSeed
 from kinflow.core.commit import StartInstance, plan_create
 from kinflow.core.errors import EngineBug
-from kinflow.core.spawn import ChildSeed
 from kinflow.core.stages import prime
 from kinflow.core.state import Instance
 from tests.core.spawning import child, knowing, parent

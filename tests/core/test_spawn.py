@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kinflow.core import spawn
+from kinflow.core.cohort import spawn
 from kinflow.core.commit import settle_child
 from kinflow.core.context import Limits, NeedsLakeQuery
 from kinflow.core.errors import SpawnDefinitionUnresolved, SpawnDepthExceeded

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kinflow.core import spawn
+from kinflow.core.cohort import spawn
 from kinflow.core.cohort.registry import subworkflow_rows
 from kinflow.core.cohort.selection import CohortFilter
 from kinflow.core.context import Limits

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from kinflow.core.cohort.spawn import child_id, keyed_rows, row_key
 from kinflow.core.errors import SpawnRowIdentity
 from kinflow.core.patch import diff
-from kinflow.core.spawn import child_id, keyed_rows, row_key
 
 
 @pytest.mark.parametrize(("value", "key"), [

@@ -23,7 +23,7 @@ each verb does to a row and plans the parent's commits around it:
 A cancel or abort with no filter also **closes** the cohort: its first batch
 commit stamps ``closedAt`` on the cohort's setting and skips every queued row
 at once; a later spawn that would add rows to it is refused with
-``cohort-closed`` (``core/spawn.py``).
+``cohort-closed`` (``core/cohort/spawn.py``).
 """
 
 from __future__ import annotations

@@ -25,8 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kinflow.core import spawn
-from kinflow.core.cohort import budget, selection
+from kinflow.core.cohort import budget, selection, spawn
 from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.cohort.registry import outcome_view
 from kinflow.core.commit import Commit
