@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kinflow.core import cancellation, verbs
+from kinflow.core import cancellation, operator_verbs, verbs
 from kinflow.core.cancel_instance import CancelInstance, plan_cancel
 from kinflow.core.cohort import window
 from kinflow.core.cohort.observe import (
@@ -189,11 +189,11 @@ class Driver:
             if child_id in visited:
                 continue
             assert row.abortPending is not None
-            verb = verbs.AbortInstance(row.abortPending.reason)
+            verb = operator_verbs.AbortInstance(row.abortPending.reason)
 
             def abort(state: Instance, ctx: PlanContext,
-                      verb: verbs.AbortInstance = verb) -> Mutation:
-                return verbs.plan_abort(state, verb, ctx)
+                      verb: operator_verbs.AbortInstance = verb) -> Mutation:
+                return operator_verbs.plan_abort(state, verb, ctx)
 
             try:
                 aborted = await t.commit(child_id, abort, verb="abortInstance", actor=actor)

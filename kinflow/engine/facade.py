@@ -17,7 +17,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from kinflow.core import verbs
+from kinflow.core import operator_verbs, verbs
 from kinflow.core.cancel_instance import CancelInstance, plan_cancel
 from kinflow.core.cohort.bulk import ABORT as ABORT_COHORT
 from kinflow.core.cohort.bulk import CANCEL as CANCEL_COHORT
@@ -192,10 +192,10 @@ class Engine:
     async def abort_instance(self, instance_id: str, *, reason: str | None = None,
                              idempotency_key: str | None = None,
                              actor: Actor | None = None) -> OperationResult:
-        verb = verbs.AbortInstance(reason, idempotency_key)
+        verb = operator_verbs.AbortInstance(reason, idempotency_key)
         actor = actor or Actor.system()
         result = await self._verb(instance_id, "abortInstance", actor,
-                                  lambda s, c: verbs.plan_abort(s, verb, c), cascade=False)
+                                  lambda s, c: operator_verbs.plan_abort(s, verb, c), cascade=False)
         # a retried abort of a terminal instance still drains and propagates (§5.11)
         instance = await self.driver.drain_condemned(result.instance, actor)
         await self.driver.after(instance)
@@ -215,18 +215,18 @@ class Engine:
     async def set_stage(self, instance_id: str, stage: str, *, reason: str | None = None,
                         idempotency_key: str | None = None,
                         actor: Actor | None = None) -> OperationResult:
-        verb = verbs.SetStage(stage, reason, idempotency_key)
+        verb = operator_verbs.SetStage(stage, reason, idempotency_key)
         return await self._verb(instance_id, "setStage", actor,
-                                lambda s, c: verbs.plan_set_stage(s, verb, c))
+                                lambda s, c: operator_verbs.plan_set_stage(s, verb, c))
 
     async def update_cohort(self, parent_id: str, activity: str, *,
                             max_active: int | None = None, failure_budget: Any = None,
                             actor: Actor | None = None) -> Instance:
         """Change a cohort's window or failure budget (core/cohort/window.py, budget.py);
         the parent as it is afterwards."""
-        verb = verbs.UpdateCohort(activity, max_active, failure_budget)
+        verb = operator_verbs.UpdateCohort(activity, max_active, failure_budget)
         result = await self._verb(parent_id, "updateCohort", actor,
-                                  lambda s, c: verbs.plan_update_cohort(s, verb, c))
+                                  lambda s, c: operator_verbs.plan_update_cohort(s, verb, c))
         return result.instance
 
     async def redrive_cohort(self, parent_id: str, activity: str, *,
@@ -273,9 +273,9 @@ class Engine:
     async def reset_activity(self, instance_id: str, activity: str, *, to: str = "active",
                              idempotency_key: str | None = None,
                              actor: Actor | None = None) -> OperationResult:
-        verb = verbs.ResetActivity(activity, to, idempotency_key)
+        verb = operator_verbs.ResetActivity(activity, to, idempotency_key)
         return await self._verb(instance_id, "resetActivity", actor,
-                                lambda s, c: verbs.plan_reset_activity(s, verb, c))
+                                lambda s, c: operator_verbs.plan_reset_activity(s, verb, c))
 
     async def _verb(self, instance_id: str, name: str, actor: Actor | None, planner: Planner,
                     *, cascade: bool = True) -> OperationResult:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from kinflow.core import deploy as deploying
 from kinflow.core import patch as patching
 from kinflow.core.cohort.observe import Observation
+from kinflow.core.cohort.row_history import inline_history
 from kinflow.core.context import (
     Actor,
     Limits,
@@ -44,7 +45,7 @@ from kinflow.core.context import (
 )
 from kinflow.core.errors import InstanceNotFound, PlanReadLimit
 from kinflow.core.mutation import Mutation
-from kinflow.core.state import INSTANCE_TYPE, Instance, inline_history, parse_instance
+from kinflow.core.state import INSTANCE_TYPE, Instance, parse_instance
 from kinflow.engine import ids, sizes
 from kinflow.engine.faults import Faults
 from kinflow.engine.rowstore import RowStore

@@ -8,7 +8,7 @@ import pytest
 
 from kinflow.core.cascade import hop
 from kinflow.core.cohort.spawn import ChildSeed
-from kinflow.core.commit import StartInstance, plan_create
+from kinflow.core.create import StartInstance, plan_create
 from kinflow.core.errors import EngineBug
 from kinflow.core.stages import prime
 from kinflow.core.state import Instance

@@ -7,14 +7,9 @@ import pytest
 
 from kinflow.core import verbs
 from kinflow.core.actions import no_spawner
-from kinflow.core.commit import (
-    StartInstance,
-    check_moves,
-    plan_create,
-    plan_materialise,
-    settle,
-)
+from kinflow.core.commit import check_moves, plan_materialise, settle
 from kinflow.core.context import Limits
+from kinflow.core.create import StartInstance, plan_create
 from kinflow.core.errors import CascadeLimit, EngineBug
 from kinflow.timestamps import iso
 from tests.core.spawning import child, knowing, parent

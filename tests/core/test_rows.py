@@ -9,7 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from kinflow.core.cohort import chunks
-from kinflow.core.state import Instance, ResolvedRow, SubworkflowEntry, inline_history
+from kinflow.core.cohort.row_history import inline_history
+from kinflow.core.state import Instance, ResolvedRow, SubworkflowEntry
 
 
 def row(n: int, **extra: Any) -> dict[str, Any]:

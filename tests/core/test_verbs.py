@@ -22,6 +22,14 @@ from kinflow.core.errors import (
     StageNotFound,
 )
 from kinflow.core.mutation import Mutation
+from kinflow.core.operator_verbs import (
+    AbortInstance,
+    ResetActivity,
+    SetStage,
+    plan_abort,
+    plan_reset_activity,
+    plan_set_stage,
+)
 from kinflow.core.state import Instance
 from tests.core.support import ctx, definition, deployed, history_types, start
 
@@ -39,13 +47,13 @@ REFUSALS: list[tuple[str, Verb, type[ContractViolation], str]] = [
      EditModeInvalid, "edit-mode-invalid"),
     ("edit-field", lambda m: verbs.plan_edit_field(m, verbs.EditField("nope", 1), ctx()),
      FieldNotFound, "field-not-in-view"),
-    ("set-stage", lambda m: verbs.plan_set_stage(m, verbs.SetStage("nope"), ctx()),
+    ("set-stage", lambda m: plan_set_stage(m, SetStage("nope"), ctx()),
      StageNotFound, "stage-not-found"),
-    ("reset-to", lambda m: verbs.plan_reset_activity(m, verbs.ResetActivity("w", "done"), ctx()),
+    ("reset-to", lambda m: plan_reset_activity(m, ResetActivity("w", "done"), ctx()),
      ResetTargetInvalid, "reset-target-invalid"),
-    ("reset-which", lambda m: verbs.plan_reset_activity(m, verbs.ResetActivity("nope"), ctx()),
+    ("reset-which", lambda m: plan_reset_activity(m, ResetActivity("nope"), ctx()),
      ActivityNotFound, "activity-not-in-stage"),
-    ("reset-running", lambda m: verbs.plan_reset_activity(m, verbs.ResetActivity("w", "skipped"),
+    ("reset-running", lambda m: plan_reset_activity(m, ResetActivity("w", "skipped"),
                                                           ctx()),
      ActivityNotFinished, "activity-not-finished"),
     ("resume-other", lambda m: verbs.plan_resume(
@@ -67,7 +75,7 @@ def test_a_caller_mistake_is_typed_with_its_reason(verb: Verb, kind: type[Contra
 
 def test_resuming_an_instance_aborted_before_it_was_primed_is_refused() -> None:
     created = verbs.plan_create(StartInstance(deployed(RAW), None, "instance.u"), ctx())
-    aborted = verbs.plan_abort(created, verbs.AbortInstance("stop"), ctx()).instance
+    aborted = plan_abort(created, AbortInstance("stop"), ctx()).instance
     with pytest.raises(InstanceExists) as refused:
         verbs.plan_resume(aborted, StartInstance(deployed(RAW), None, "instance.u"), ctx())
     assert refused.value.details["reason"] == "instance-aborted-unprimed"
@@ -77,7 +85,7 @@ def test_resuming_an_instance_aborted_before_it_was_primed_is_refused() -> None:
 def test_firing_on_a_finished_instance_says_how_it_ended(end: str) -> None:
     m = start(RAW)
     if end == "aborted":
-        m = verbs.plan_abort(m, verbs.AbortInstance(), ctx()).instance
+        m = plan_abort(m, AbortInstance(), ctx()).instance
     else:
         m = verbs.plan_fire_action(m, verbs.FireAction("w", "go"), ctx()).instance
         m = verbs.plan_hop(m, ctx()).instance

@@ -12,6 +12,7 @@ from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.cohort.observe import Observation, live_rows
 from kinflow.core.cohort.registry import count, registry_rows, subworkflow_rows
 from kinflow.core.errors import CohortNotFound
+from kinflow.core.operator_verbs import AbortInstance, UpdateCohort, plan_abort, plan_update_cohort
 from kinflow.core.state import AbortPending, Instance
 from kinflow.errors import InvalidInput
 from tests.core.spawning import child, knowing, parent
@@ -72,7 +73,7 @@ def test_children_that_finish_at_creation_let_the_whole_queue_run() -> None:
 def test_a_condemned_queued_row_is_resolved_without_a_child() -> None:
     p, _ = spawned(2)
     c = knowing(child())
-    aborted = verbs.plan_abort(p, verbs.AbortInstance("stop"), c).instance
+    aborted = plan_abort(p, AbortInstance("stop"), c).instance
     assert statuses(aborted)[2:] == ["aborted"] * 3
     assert {r.resolved.detail for r in aborted.subworkflows[2:]  # type: ignore[union-attr]
             } == {window.SKIPPED}
@@ -96,20 +97,20 @@ def test_fill_never_starts_beyond_the_limit_and_skips_condemned_rows() -> None:
 def test_update_cohort_raises_lowers_and_refuses() -> None:
     p, _ = spawned(1)
     c = knowing(child())
-    raised = verbs.plan_update_cohort(p, verbs.UpdateCohort("translate", 3), c)
+    raised = plan_update_cohort(p, UpdateCohort("translate", 3), c)
     assert statuses(raised.instance) == ["active"] * 3 + ["queued"] * 2
     assert len(raised.creates) == 2
-    lowered = verbs.plan_update_cohort(raised.instance, verbs.UpdateCohort("translate", 1), c)
+    lowered = plan_update_cohort(raised.instance, UpdateCohort("translate", 1), c)
     assert statuses(lowered.instance) == ["active"] * 3 + ["queued"] * 2
     assert lowered.creates == []
     assert [(w.activity, w.maxActive) for w in lowered.instance.cohorts or []] == [
         ("translate", 1)]
     with pytest.raises(CohortNotFound) as refused:
-        verbs.plan_update_cohort(p, verbs.UpdateCohort("other", 3), c)
+        plan_update_cohort(p, UpdateCohort("other", 3), c)
     assert refused.value.details == {"parentId": p.id_, "activity": "other"}
     for bad in (0, -1, True):
         with pytest.raises(InvalidInput):
-            verbs.plan_update_cohort(p, verbs.UpdateCohort("translate", bad), c)
+            plan_update_cohort(p, UpdateCohort("translate", bad), c)
 
 
 def test_declared_max_reads_the_spawn_block() -> None:
@@ -156,6 +157,6 @@ def test_the_kept_occupancy_matches_one_counted_afresh_after_every_commit() -> N
         live = [row for row in p.subworkflows if row.resolved is None and not row.queued]
         p = verbs.plan_hop(p, c, [Observation(live[0].child_id, "done", "done")]).instance
         assert window.occupancy(p) == afresh(p), step
-    aborted = verbs.plan_abort(p, verbs.AbortInstance("stop"), c).instance
+    aborted = plan_abort(p, AbortInstance("stop"), c).instance
     assert window.occupancy(aborted) == afresh(aborted)
     assert not window.occupancy(aborted).queued  # the last queued row was skipped

@@ -376,7 +376,7 @@ async def test_scenario_34_an_interrupted_abort_finishes_on_tick_or_retry(
 
 
 async def test_scenario_35_a_crash_mid_drain(engine: Engine) -> None:
-    from kinflow.core import verbs
+    from kinflow.core.operator_verbs import AbortInstance, plan_abort
 
     p = await into_review(engine, "a", "b", definitions=[parent(on_exit="abort"), child()])
     engine.faults.arm("before-drain")
@@ -384,7 +384,7 @@ async def test_scenario_35_a_crash_mid_drain(engine: Engine) -> None:
         await engine.abort_instance(p.id_)
     c1 = p.subworkflows[0].child_id
     await engine._commit(c1, "abortInstance", Actor.system(),  # a drain that got this far
-                         lambda s, c: verbs.plan_abort(s, verbs.AbortInstance("x"), c))
+                         lambda s, c: plan_abort(s, AbortInstance("x"), c))
     await engine.tick(p.id_)
     p = await engine.get_instance(p.id_)
     assert all(row.resolved and row.resolved.aborted for row in p.subworkflows)

@@ -10,6 +10,14 @@ from hypothesis import strategies as st
 
 from kinflow.core import verbs
 from kinflow.core.context import Actor, PlanContext
+from kinflow.core.operator_verbs import (
+    AbortInstance,
+    ResetActivity,
+    SetStage,
+    plan_abort,
+    plan_reset_activity,
+    plan_set_stage,
+)
 from kinflow.engine.ids import random_token
 from kinflow.errors import KinflowError
 from tests.engine.definitions import simple
@@ -62,11 +70,11 @@ def test_invariants_hold_for_any_verb_sequence(steps: list[tuple[str, ...]]) -> 
             elif step[0] == "tick":
                 plan = verbs.plan_hop(state, ctx())
             elif step[0] == "abort":
-                plan = verbs.plan_abort(state, verbs.AbortInstance("stop"), ctx())
+                plan = plan_abort(state, AbortInstance("stop"), ctx())
             elif step[0] == "reset":
-                plan = verbs.plan_reset_activity(state, verbs.ResetActivity(step[1]), ctx())
+                plan = plan_reset_activity(state, ResetActivity(step[1]), ctx())
             else:
-                plan = verbs.plan_set_stage(state, verbs.SetStage(step[1]), ctx())
+                plan = plan_set_stage(state, SetStage(step[1]), ctx())
         except KinflowError:
             continue  # a refusal leaves the state as it was
         assert plan.moves <= 1

@@ -9,9 +9,9 @@ on every write, so each round on a large parent stalled the whole lake
 * the rows live in the dataset's ``rows`` side collection, ``CHUNK`` rows per
   document (``<parent>.<n>`` holds rows ``n*CHUNK`` to ``n*CHUNK+CHUNK-1``),
   indexed by ``(parent, chunk)``; the instance keeps ``rowCount``;
-* the history entries about one row (``state.ROW_HISTORY``) are stored in that
+* the history entries about one row (``row_history.ROW_HISTORY``) are stored in that
   row's chunk, each with ``n``, its place in the instance's whole history; the
-  instance document keeps the others (``state.inline_history``), and
+  instance document keeps the others (``row_history.inline_history``), and
   ``merge_history`` rebuilds the one ordered history;
 * a commit rewrites exactly the chunks holding a row it added or changed.
 
@@ -39,7 +39,8 @@ from operator import is_not
 from typing import Any
 
 from kinflow.core.cohort import tallies
-from kinflow.core.state import Instance, SubworkflowEntry, history_index, row_of_entry
+from kinflow.core.cohort.row_history import history_index, row_of_entry
+from kinflow.core.state import Instance, SubworkflowEntry
 
 CHUNK_TYPE = "kinflow.registryChunk"
 CHUNK = 32
@@ -103,7 +104,7 @@ def row_writes(instance: Instance, base: list[SubworkflowEntry],
     ``base`` is the registry stored beside it; ``history`` the commit's new
     entries, the first of which takes place ``history_start`` in the whole history
     (``instance.history``, which ends with them); the touched chunks' entries are
-    found through the history's index (``state.history_index``).
+    found through the history's index (``row_history.history_index``).
     """
     rows = instance.subworkflows
     places = changed_places(base, rows)
