@@ -22,6 +22,7 @@ from kinflow.http.tokens import has_role
 from kinflow.schema.bulk import BulkResult, CohortFilter
 from kinflow.schema.cohorts import cohort_rows, cohort_window
 from kinflow.schema.context import KInfo
+from kinflow.schema.results import OperationResult
 from kinflow.schema.scalars import JSON, jsonable
 from kinflow.schema.types import (
     Cohort,
@@ -29,7 +30,6 @@ from kinflow.schema.types import (
     DeployResult,
     EditMode,
     EffectOutcome,
-    OperationResult,
     WorkflowInstance,
 )
 

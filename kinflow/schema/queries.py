@@ -17,16 +17,14 @@ from kinflow.schema.cohort_page import indexable, indexed, spawned
 from kinflow.schema.cohorts import check_activity, cohort_rows, cohort_window
 from kinflow.schema.context import KInfo
 from kinflow.schema.disconnect import unless_disconnected
+from kinflow.schema.results import InstanceConnection, decode_cursor, encode_cursor
 from kinflow.schema.scalars import JSON, jsonable
 from kinflow.schema.types import (
     Cohort,
-    InstanceConnection,
     InstanceFilter,
     PageInfo,
     WorkflowDefinition,
     WorkflowInstance,
-    decode_cursor,
-    encode_cursor,
 )
 
 

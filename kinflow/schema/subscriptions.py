@@ -29,11 +29,10 @@ from kinflow.schema.family import Family
 from kinflow.schema.hubs import family_topic, parent_topic
 from kinflow.schema.loaders import Doc
 from kinflow.schema.queries import instance_filter
+from kinflow.schema.results import ChildEvent, InstanceEvent
 from kinflow.schema.scalars import JSON, DateTime, jsonable
 from kinflow.schema.types import (
-    ChildEvent,
     Cohort,
-    InstanceEvent,
     InstanceFilter,
     InstanceStatus,
     Subworkflow,

@@ -12,9 +12,6 @@ from here too.
 
 from __future__ import annotations
 
-import base64
-import json
-
 import strawberry
 
 from kinflow.core import readmodel
@@ -48,7 +45,6 @@ from kinflow.schema.scalars import JSON, DateTime, jsonable
 __all__ = [
     "ActionVerdict",
     "ActivityState",
-    "ChildEvent",
     "ChildStatus",
     "Cohort",
     "DeployResult",
@@ -56,19 +52,14 @@ __all__ = [
     "EditMode",
     "EffectOutcome",
     "HistoryEntry",
-    "InstanceConnection",
-    "InstanceEvent",
     "InstanceFilter",
     "InstanceStatus",
-    "OperationResult",
     "PageInfo",
     "PendingEffect",
     "StageVisit",
     "Subworkflow",
     "WorkflowDefinition",
     "WorkflowInstance",
-    "decode_cursor",
-    "encode_cursor",
     "instance_status",
 ]
 
@@ -430,51 +421,3 @@ class WorkflowInstance:
     @strawberry.field
     def next_evaluation_at(self) -> DateTime | None:
         return self.doc.get("nextEvaluationAt")
-
-
-@strawberry.type
-class InstanceConnection:
-    nodes: list[WorkflowInstance]
-    page_info: PageInfo
-    total_count: int
-
-
-def encode_cursor(doc_id: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"after": doc_id}).encode()).decode()
-
-
-def decode_cursor(cursor: str) -> str | None:
-    try:
-        value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except ValueError:
-        return None
-    after = value.get("after") if isinstance(value, dict) else None
-    return after if isinstance(after, str) else None
-
-
-@strawberry.type
-class OperationResult:
-    instance: WorkflowInstance
-    changed: bool
-    cascaded: int = strawberry.field(description="Stage moves made by the cascade.")
-    next_evaluation_at: DateTime | None
-
-
-
-@strawberry.type
-class InstanceEvent:
-    kind: str = strawberry.field(
-        description='"snapshot" | "changed" | "completed" | "aborted" | "cancelling" | "cancelled"'
-    )
-    instance: WorkflowInstance
-    at: DateTime
-
-
-@strawberry.type
-class ChildEvent:
-    kind: str = strawberry.field(
-        description='"snapshot" | "spawned" | "changed" | "completed" | "aborted" | "cancelled"'
-    )
-    parent_id: strawberry.ID
-    row: Subworkflow
-    at: DateTime
