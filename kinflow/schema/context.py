@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.websockets import WebSocket
 from strawberry.types import Info
 
-from kinflow.auth import OPEN_ACTOR, TokenTable, require
+from kinflow.auth import OPEN_ACTOR, TokenTable
 from kinflow.engine import Actor, Engine
 from kinflow.engine.siblings import sibling
 from kinflow.errors import DatasetNotFound
@@ -91,10 +91,6 @@ class Context:
         if self._loaders is None:
             self._loaders = Loaders(self.lake, self.dataset, cache=not self.websocket)
         return self._loaders
-
-    def require(self, role: str, operation: str) -> Actor:
-        require(self.actor, role, operation)
-        return self.actor
 
 
 KInfo = Info[Context, None]
