@@ -26,6 +26,7 @@ from kinflow.core.context import Actor, Limits
 from kinflow.core.errors import InstanceNotFound
 from kinflow.core.gates import Verdict
 from kinflow.core.mutation import Mutation
+from kinflow.core.owned import check_instance_id
 from kinflow.core.state import Instance
 from kinflow.engine import drain, ids
 from kinflow.engine.bulk import BulkRunner
@@ -138,8 +139,9 @@ class Engine:
         await self.ensure_ready()
         actor = actor or Actor.system()
         document = await self.get_definition(definition, version)
-        # the id is chosen once, so re-plans (lake reads) and retries agree on it
-        new_id = instance_id or ids.new_instance_id()
+        # the id is chosen once, so re-plans (lake reads) and retries agree on it; a
+        # caller's may not be one the engine derives for a child (docs/security.md)
+        new_id = check_instance_id(instance_id) if instance_id else ids.new_instance_id()
         verb = verbs.StartInstance(document, fields, new_id, context, ancestors)
 
         async def start() -> Mutation:
