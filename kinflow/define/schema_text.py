@@ -86,7 +86,8 @@ KEY_DESCRIPTIONS: dict[tuple[str, str], str] = {
                                           "condition.",
     ("WorkflowDefinition", "roleAliases"): "Role -> roles that may act for it; \"*\" lists "
                                            "roles that may act for any.",
-    ("WorkflowDefinition", "retention"): "Keep a finished family for {days} before purging.",
+    ("WorkflowDefinition", "retention"): "Purge a finished family {days} after its root "
+                                         "finished (root definitions only).",
     ("WorkflowDefinition", "outputs"): "Workflow-scope fields copied onto the parent's row "
                                        "when this child finishes.",
     ("WorkflowDefinition", "cancelStage"): "The stage a cancelled instance cleans up in.",
@@ -117,8 +118,8 @@ KEY_DESCRIPTIONS: dict[tuple[str, str], str] = {
     ("Transition", "to"): "The stage entered.",
     ("Transition", "when"): "GROQ; default $allActivitiesDone.",
     ("SpawnBlock", "forEach"): "GROQ giving the rows (may read the lake with *): one child per "
-                               "row, identified by the row (a string or number, or an object's "
-                               "_key, _id or id).",
+                               "row, identified by the row itself (a string, number or "
+                               "boolean) or an object row's _key, else _id.",
     ("SpawnBlock", "definition"): "The child definition: {name, version?}.",
     ("SpawnBlock", "with"): "Child input field -> GROQ over $row (and $fields, $actor): the "
                             "child's start values.",
