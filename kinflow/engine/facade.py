@@ -198,7 +198,7 @@ class Engine:
         actor = actor or Actor.system()
         result = await self._verb(instance_id, "abortInstance", actor,
                                   lambda s, c: verbs.plan_abort(s, verb, c), cascade=False)
-        # a retried abort of a terminal instance still drains and propagates (§5.11)
+        # a retried abort of a terminal instance still drains and propagates
         instance = await self.driver.drain_condemned(result.instance, actor)
         await self.driver.after(instance)
         result.instance = instance
@@ -390,9 +390,11 @@ class Engine:
         """``available_actions`` of an instance the caller already loaded (no re-read)."""
         return await self.reads.verdicts(instance, actor or Actor.system())
 
-    async def query(self, query: str, params: dict[str, Any] | None = None) -> Any:
-        """Read-only GROQ over this dataset; parameters are bound, never spliced."""
-        return await self.reads.query(query, params)
+    async def query(self, query: str, params: dict[str, Any] | None = None,
+                    caller: str | None = None) -> Any:
+        """Read-only GROQ over this dataset; parameters are bound, never spliced;
+        ``caller`` names the API caller it runs for (its own lane and bounds)."""
+        return await self.reads.query(query, params, caller)
 
     async def instances_for_document(self, gdr: str) -> list[Instance]:
         """In-flight instances whose reference fields point at ``gdr`` (a GDR or bare id)."""
