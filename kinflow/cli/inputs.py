@@ -77,9 +77,10 @@ def read_ndjson(path: Path) -> list[dict[str, Any]]:
         try:
             doc = json.loads(line)
         except json.JSONDecodeError as exc:
-            # exc.msg alone ends mid-sentence ("Unterminated string starting at")
-            raise InvalidInput(f"{path}:{number} is not JSON: {exc.msg} at column {exc.colno}",
-                               path=str(path), line=number, column=exc.colno) from exc
+            # exc.msg alone may end mid-sentence ("Unterminated string starting at")
+            reason = f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
+            raise InvalidInput(f"{path}:{number} is not JSON: {reason}", path=str(path),
+                               line=number, column=exc.colno) from exc
         if not isinstance(doc, dict):
             raise InvalidInput(f"{path}:{number} is not an object", path=str(path), line=number)
         docs.append(doc)
