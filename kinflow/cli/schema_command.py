@@ -14,7 +14,8 @@ schema_app = typer.Typer(no_args_is_help=True, help="Print a JSON Schema kinflow
 def definition() -> None:
     """The JSON Schema of definition files (JSON or YAML): one definition, a list, or
     {"$schema", "definitions"}. Point an editor at it, or a file's "$schema" key."""
-    # the shipped file, read as text: no model is imported, so this starts at once
-    text = resources.files("kinflow.define").joinpath("definition.schema.json").read_text(
+    # the shipped file, read as text through the top package: importing kinflow.define
+    # would load every model, and this should start at once
+    text = resources.files("kinflow").joinpath("define", "definition.schema.json").read_text(
         encoding="utf-8")
     sys.stdout.write(text)
