@@ -1,10 +1,10 @@
-# The two README commands: `make demo` and `make test`. Both set everything up themselves.
+# The README commands: `make demo` and `make test` (plus `make unit`, the fast tier). Each sets itself up.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: demo test install bench soak groq-conformance clean
+.PHONY: demo test unit install bench soak groq-conformance clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,12 @@ test: $(STAMP)
 	$(BIN)/ruff check kinflow tests bench
 	$(BIN)/mypy
 	$(BIN)/pytest -q -p no:cacheprovider
+
+# The fast tier: pure core, unit and GROQ conformance tests, no lake daemon (the launcher
+# refuses under KINFLOW_NO_EMBEDDED_LAKE, and every test that needs the lake is marked `lake`).
+unit: $(STAMP)
+	KINFLOW_NO_EMBEDDED_LAKE=1 $(BIN)/pytest -q -p no:cacheprovider -m "not lake and not slow" \
+	  tests/core tests/unit tests/conformance
 
 # Every benchmark but the soak, which runs with `make soak` (SOAK_MINUTES, default 10).
 bench: $(STAMP)

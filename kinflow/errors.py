@@ -90,3 +90,9 @@ class ServerUnreachable(KinflowError):
     """A kinflow server given by URL did not answer."""
 
     code = "server-unreachable"
+
+
+class PortInUse(KinflowError):
+    """``kinflow serve`` / ``demo``: the address to listen on is taken by another process."""
+
+    code = "port-in-use"

@@ -20,6 +20,7 @@ from typing import Any
 
 from kinflow.engine import Engine, Limits
 from kinflow.errors import ConfigurationError
+from kinflow.groq import pool
 
 
 def split_specs(text: str | None) -> list[str]:
@@ -61,6 +62,9 @@ def load_handlers(engine: Any, specs: str | None) -> list[str]:
 
 def build_engine(lake: Any, settings: Any) -> Engine:
     """The engine every process builds the same way: limits and handlers from settings."""
+    pool.configure(caller_threads=settings.groq_threads,
+                   engine_threads=settings.groq_engine_threads,
+                   per_caller=settings.groq_caller_concurrency)
     engine = Engine(lake, limits=Limits.from_settings(settings),
                     propagation=settings.propagation)  # fmt: skip
     load_handlers(engine, settings.effect_handlers)

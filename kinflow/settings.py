@@ -159,6 +159,33 @@ class Settings(BaseSettings):
             "(groq-limit-exceeded); 0 turns this off."
         ),
     )
+    groq_max_value_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=0,
+        description=(
+            "Estimated bytes of the values one GROQ query may build (strings, arrays and "
+            "objects it assembles, and its answer) before groq-limit-exceeded; 0 turns this off."
+        ),
+    )
+    groq_max_params_bytes: int = Field(
+        default=256 * 1024, ge=0,
+        description="Largest parameters an API caller may pass to one GROQ query, as JSON "
+        "bytes (groq-limit-exceeded); 0 turns this off.",
+    )
+    groq_threads: int = Field(
+        default=2, ge=1, le=64,
+        description="Worker threads that evaluate API callers' GROQ (the groq field, cohort "
+        "where filters); the engine's own queries have their own threads.",
+    )
+    groq_engine_threads: int = Field(
+        default=2, ge=1, le=64,
+        description="Worker threads that evaluate the engine's own GROQ over the lake "
+        "(spawn forEach, initialValue queries); never used by API callers.",
+    )
+    groq_caller_concurrency: int = Field(
+        default=1, ge=1, le=64,
+        description="GROQ evaluations one API caller (one token's actor) may run at once; "
+        "its further ones wait for its earlier ones.",
+    )
     groq_max_query_length: int = Field(
         default=100_000, ge=0,
         description="Longest GROQ query text, in characters (groq-limit-exceeded); 0: no limit.",

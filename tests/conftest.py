@@ -2,6 +2,11 @@
 
 Set ``KINFLOW_TEST_MONGODB_URI`` to run the same suite against a real MongoDB
 replica set instead of the embedded daemon.
+
+Every test that asks for the lake (``lake_uri`` or any fixture built on it) is
+marked ``lake`` at collection, so ``-m "not lake"`` never starts a daemon;
+``make unit`` also sets ``KINFLOW_NO_EMBEDDED_LAKE`` so a test that starts one by
+other means fails instead.
 """
 
 from __future__ import annotations
@@ -19,6 +24,16 @@ from kinflow.settings import Settings
 from kinflow.storage import Lake
 from kinflow.storage.connect import make_client
 from kinflow.storage.embedded import EmbeddedLake
+
+LAKE_FIXTURE = "lake_uri"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``lake`` every test whose fixtures reach the lake, whatever its file says."""
+    for item in items:
+        if LAKE_FIXTURE in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.lake)
 
 
 @pytest.fixture(scope="session")

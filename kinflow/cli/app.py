@@ -1,26 +1,30 @@
-"""The commands of ``kinflow`` (see the package docstring for how they run)."""
+"""The commands of ``kinflow`` (see the package docstring for how they run).
+
+Importing this module loads only Typer, rich and the CLI's own light modules:
+each command imports the engine, the lake client, the HTTP client or the API
+schema when it runs, so ``kinflow --version`` and ``--help`` start at once and
+a command pays only for what it uses (docs/api.md, "The command line's start-up").
+"""
 
 from __future__ import annotations
 
-import ipaddress
-import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
 from kinflow import __version__
-from kinflow.cli.backends import Backend, open_backend
 from kinflow.cli.cohort import cohort
-from kinflow.cli.console import err, out, run, run_sync_parse
+from kinflow.cli.console import err, out, run, run_sync_parse, target
 from kinflow.cli.help import plain_help
-from kinflow.cli.inputs import load_definitions, parse_pairs
 from kinflow.cli.lake_commands import lake_app
-from kinflow.cli.parked import parked_views
 from kinflow.cli.purge import purge
-from kinflow.cli.render import build_tree, print_result
-from kinflow.settings import Settings
+from kinflow.cli.render import print_result
+from kinflow.cli.schema_command import schema_app
+
+if TYPE_CHECKING:
+    from kinflow.cli.backends import Backend
 
 T = TypeVar("T")
 
@@ -31,9 +35,9 @@ app = typer.Typer(
 )
 plain_help()
 
-URL = typer.Option(None, "--url", envvar="KINFLOW_URL",
-                   help="Talk to a running server instead of the lake.")  # fmt: skip
-TOKEN = typer.Option(None, "--token", envvar="KINFLOW_TOKEN", help="API token for --url.")
+URL = typer.Option(None, "--url", help="Talk to a running server instead of the lake "
+                                       "(default KINFLOW_URL; also accepted before the command).")
+TOKEN = typer.Option(None, "--token", help="API token for --url (default KINFLOW_TOKEN).")
 
 
 def _print_version(asked: bool) -> None:
@@ -48,26 +52,26 @@ def _options(
         False, "--version", callback=_print_version, is_eager=True,
         help="Print kinflow's version and exit.",
     ),
+    url: str | None = typer.Option(None, "--url", envvar="KINFLOW_URL",
+                                   help="Talk to a running server instead of the lake, for "
+                                        "every command that can."),
+    token: str | None = typer.Option(None, "--token", envvar="KINFLOW_TOKEN",
+                                     help="API token for --url."),
 ) -> None:
     """kinflow: workflows that fan out into child workflows."""
 
 
 def with_backend(url: str | None, token: str | None,
                  work: Callable[[Backend], Awaitable[T]]) -> T:  # fmt: skip
+    url, token = target(url, token)
+
     async def main() -> T:
+        from kinflow.cli.backends import open_backend
+
         async with open_backend(url, token) as backend:
             return await work(backend)
 
     return run(main)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 # ------------------------------------------------------------------ server
@@ -87,7 +91,9 @@ def serve(
 
     if not worker:
         os.environ["KINFLOW_WORKER"] = "false"  # the app factory reads the settings
+    from kinflow.cli.ports import check_free, is_loopback
     from kinflow.http.tokens import load_tokens
+    from kinflow.settings import Settings
 
     settings = Settings()
     bind_host = host or settings.host
@@ -100,6 +106,7 @@ def serve(
             "or KINFLOW_HOST=127.0.0.1)"
         )
         raise typer.Exit(2)
+    run_sync_parse(lambda: check_free(bind_host, bind_port))
     err.print(f"kinflow listening on http://{bind_host}:{bind_port}  (health: /healthz)")
     from kinflow.cli import stopping
     from kinflow.storage import keeper
@@ -132,12 +139,15 @@ def demo(
     import os
 
     from kinflow.cli.demo import EXAMPLES, TOUR, prepare
+    from kinflow.cli.ports import check_free
+    from kinflow.settings import Settings
 
     os.environ.setdefault("KINFLOW_EFFECT_HANDLERS", str(EXAMPLES / "handlers.py"))
     settings = Settings()
+    bind_port = port or settings.port
+    run_sync_parse(lambda: check_free("127.0.0.1", bind_port))  # before any output
     for line in run(lambda: prepare(settings)):
         out.print(line)
-    bind_port = port or settings.port
     out.print(TOUR.format(url=f"http://127.0.0.1:{bind_port}"))
     serve(host="127.0.0.1", port=bind_port, worker=True)
 
@@ -165,6 +175,7 @@ def deploy(
     token: str | None = TOKEN,
 ) -> None:
     """Deploy workflow definitions (all or nothing)."""
+    from kinflow.cli.inputs import load_definitions
 
     async def work(backend: Backend) -> dict[str, Any]:
         return await backend.deploy(load_definitions(paths))
@@ -188,6 +199,8 @@ def start(
     token: str | None = TOKEN,
 ) -> None:
     """Start an instance of a definition."""
+    from kinflow.cli.inputs import parse_pairs
+
     fields = run_sync_parse(lambda: parse_pairs(field, "--field"))
     result = with_backend(url, token, lambda b: b.start(definition, fields, instance_id))
     print_result(out, result, "started")
@@ -204,6 +217,8 @@ def fire(
     token: str | None = TOKEN,
 ) -> None:
     """Fire a caller-fired action."""
+    from kinflow.cli.inputs import parse_pairs
+
     params = run_sync_parse(lambda: parse_pairs(param, "--param"))
     result = with_backend(
         url, token, lambda b: b.fire(instance, activity, action, params or None, key)
@@ -268,6 +283,8 @@ def inspect(
     token: str | None = TOKEN,
 ) -> None:
     """Draw an instance, its activities and cohorts, and their children, as a tree."""
+    from kinflow.cli.parked import parked_views
+    from kinflow.cli.render import build_tree
 
     async def work(backend: Backend) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         root = await backend.instance(instance)
@@ -299,6 +316,10 @@ def groq(
     token: str | None = TOKEN,
 ) -> None:
     """Run a read-only GROQ query and print the result as JSON."""
+    import json
+
+    from kinflow.cli.inputs import parse_pairs
+
     params = run_sync_parse(lambda: parse_pairs(param, "--param"))
     result = with_backend(url, token, lambda b: b.groq(query, params))
     out.print_json(json.dumps(result, default=str))
@@ -313,6 +334,8 @@ def tail(
 ) -> None:
     """Print instance changes as they commit."""
     from kinflow.cli.tail import local_events, remote_events
+
+    url, token = target(url, token)
 
     async def follow() -> None:
         events = remote_events(url, token, parent) if url else local_events(parent)
@@ -336,3 +359,4 @@ def main() -> None:
 app.command("purge")(purge)
 app.command("cohort")(cohort)
 app.add_typer(lake_app, name="lake")
+app.add_typer(schema_app, name="schema")

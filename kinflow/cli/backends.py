@@ -1,5 +1,8 @@
 """Where CLI commands run: on the lake directly, or against a running server.
 
+A heavy module (the engine, the lake client, httpx): commands import it when
+they run, never at ``import kinflow.cli``.
+
 Both backends offer the same coroutine methods and return plain JSON-shaped
 views (the GraphQL API's shapes: ``WorkflowInstance``, ``OperationResult``),
 so the commands and the renderer never care which one they talk to.
@@ -20,6 +23,7 @@ from kinflow.engine import Actor, Engine, OperationResult
 from kinflow.engine.registry_cache import registry_rows
 from kinflow.errors import KinflowError, ServerUnreachable
 from kinflow.plugins import build_engine
+from kinflow.schema.scalars import jsonable
 from kinflow.settings import Settings
 from kinflow.storage import LakeConnection, open_lake
 
@@ -72,7 +76,9 @@ def instance_view(doc: dict[str, Any]) -> dict[str, Any]:
         "rowKey": row.row_key, "activity": row.activity, "action": row.action,
         "definition": row.definition, "current": row.current, "status": row.status.upper(),
         "stage": row.stage, "childId": row.child_id, "condemned": row.condemned,
-        "abortReason": row.abort_reason,
+        "abortReason": row.abort_reason, "outcome": row.outcome,
+        "outputs": jsonable(row.outputs) if row.outputs is not None else None,
+        "outputsError": row.outputs_error,
     } for row in registry_rows(doc)]  # fmt: skip
     return {
         "id": doc["_id"],

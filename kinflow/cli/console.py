@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+import click
 import typer
 from rich.console import Console
 
@@ -43,3 +44,12 @@ def run_sync_parse(parse: Callable[[], T]) -> T:
     except KinflowError as exc:
         print_error(err, exc)
         raise typer.Exit(1) from None
+
+
+def target(url: str | None, token: str | None) -> tuple[str | None, str | None]:
+    """The server a command talks to: its own ``--url``/``--token``, else the ones given
+    before the command name (``kinflow --url URL inspect ID``) or ``KINFLOW_URL`` and
+    ``KINFLOW_TOKEN``; no URL means the lake."""
+    context = click.get_current_context(silent=True)
+    given = context.find_root().params if context is not None else {}
+    return url or given.get("url"), token or given.get("token")

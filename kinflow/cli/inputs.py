@@ -45,7 +45,9 @@ def definition_files(paths: list[Path]) -> list[Path]:
 
 
 def load_definitions(paths: list[Path]) -> list[Any]:
-    """Every definition in the files (a file holds one definition or a list)."""
+    """Every definition in the files (one definition, a list, or {"definitions": [...]})."""
+    from kinflow.define.loading import definitions_in  # deploying loads the models anyway
+
     definitions: list[Any] = []
     for path in definition_files(paths):
         text = read_text(path)
@@ -54,7 +56,7 @@ def load_definitions(paths: list[Path]) -> list[Any]:
         except (json.JSONDecodeError, yaml.YAMLError) as exc:
             raise InvalidInput(f"{path} is not valid {path.suffix[1:].upper()}: {exc}",
                                path=str(path)) from exc  # fmt: skip
-        definitions.extend(data if isinstance(data, list) else [data])
+        definitions.extend(definitions_in(data))
     if not definitions:
         raise InvalidInput("no definitions found", paths=[str(p) for p in paths])
     return definitions
@@ -75,8 +77,10 @@ def read_ndjson(path: Path) -> list[dict[str, Any]]:
         try:
             doc = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InvalidInput(f"{path}:{number} is not JSON: {exc.msg}", path=str(path),
-                               line=number) from exc  # fmt: skip
+            # exc.msg alone may end mid-sentence ("Unterminated string starting at")
+            reason = f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
+            raise InvalidInput(f"{path}:{number} is not JSON: {reason}", path=str(path),
+                               line=number, column=exc.colno) from exc
         if not isinstance(doc, dict):
             raise InvalidInput(f"{path}:{number} is not an object", path=str(path), line=number)
         docs.append(doc)

@@ -1,26 +1,37 @@
-"""``kinflow lake``: status, NDJSON export and import of a dataset."""
+"""``kinflow lake``: status, NDJSON export and import of a dataset.
+
+The lake client and the engine's row store are imported when a command runs
+(``import kinflow.cli`` stays light). Progress bars go to stderr and only to a
+terminal: piped output holds the result line alone.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.progress import Progress
-from rich.table import Table
 
-from kinflow.cli.console import out, run
-from kinflow.cli.inputs import read_ndjson
-from kinflow.engine.rowstore import ROW_INDEXES, ROWS
-from kinflow.settings import Settings
-from kinflow.storage import Lake, open_lake
-from kinflow.storage.database import side_name
+from kinflow.cli.console import err, out, run
+from kinflow.cli.render import plural
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 lake_app = typer.Typer(no_args_is_help=True, help="Inspect, export and import the lake.")
 
 
+def _progress() -> Progress:
+    from rich.progress import Progress
+
+    return Progress(console=err, transient=True, disable=not err.is_terminal)
+
+
 async def _status() -> dict[str, Any]:
+    from kinflow.settings import Settings
+    from kinflow.storage import open_lake
+
     settings = Settings()
     connection = await open_lake(settings)
     try:
@@ -44,6 +55,8 @@ async def _status() -> dict[str, Any]:
 @lake_app.command("status")
 def status() -> None:
     """Where the lake is and what each dataset holds, by document type."""
+    from rich.table import Table
+
     info = run(_status)
     kind = "embedded" if info["embedded"] else "external"
     out.print(f"lake: {kind} at {info['uri']}  database [bold]{info['database']}[/bold]  "
@@ -61,13 +74,18 @@ registry rows, core/cohort/chunks.py): an export is the dataset and its rows, in
 
 
 async def _export(dataset: str, path: Path) -> int:
+    from kinflow.engine.rowstore import ROWS
+    from kinflow.settings import Settings
+    from kinflow.storage import open_lake
+    from kinflow.storage.database import side_name
+
     connection = await open_lake(Settings())
     try:
-        lake: Lake = connection.lake
+        lake = connection.lake
         rows = side_name(dataset, ROWS)
         total = await lake.count({}, dataset=dataset) + await lake.count({}, dataset=rows)
         written = 0
-        with path.open("w") as handle, Progress(transient=True) as progress:
+        with path.open("w") as handle, _progress() as progress:
             task = progress.add_task(f"exporting {dataset}", total=total)
             for name, mark in ((dataset, {}), (rows, {SIDE_KEY: ROWS})):
                 async for doc in lake.collection(name).find({}).sort("_id", 1):
@@ -81,6 +99,12 @@ async def _export(dataset: str, path: Path) -> int:
 
 
 async def _import(dataset: str, path: Path) -> int:
+    from kinflow.cli.inputs import read_ndjson
+    from kinflow.engine.rowstore import ROW_INDEXES, ROWS
+    from kinflow.settings import Settings
+    from kinflow.storage import open_lake
+    from kinflow.storage.database import side_name
+
     docs = read_ndjson(path)
     connection = await open_lake(Settings())
     try:
@@ -88,7 +112,7 @@ async def _import(dataset: str, path: Path) -> int:
         await lake.ensure_dataset(dataset)
         await lake.declare_indexes(ROW_INDEXES, kind=ROWS)
         await lake.ensure_dataset(side_name(dataset, ROWS))
-        with Progress(transient=True) as progress:
+        with _progress() as progress:
             task = progress.add_task(f"importing into {dataset}", total=len(docs))
             for doc in docs:
                 side = doc.pop(SIDE_KEY, None)
@@ -104,11 +128,13 @@ async def _import(dataset: str, path: Path) -> int:
 def export(dataset: str, file: Path) -> None:
     """Write every document of DATASET, and its registry rows, to FILE as NDJSON."""
     count = run(lambda: _export(dataset, file))
-    out.print(f"exported {count:,} documents from {dataset} to {file}")
+    out.print(f"exported {plural(count, 'document', 'documents')} from {dataset} to {file}",
+              highlight=False)
 
 
 @lake_app.command("import")
 def import_(dataset: str, file: Path) -> None:
     """Create or replace every document of the NDJSON FILE in DATASET."""
     count = run(lambda: _import(dataset, file))
-    out.print(f"imported {count:,} documents into {dataset}")
+    out.print(f"imported {plural(count, 'document', 'documents')} into {dataset}",
+              highlight=False)

@@ -9,16 +9,18 @@ Runs on the lake directly, or against a server with ``--url`` (its
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from kinflow.cli.backends import Backend, LocalBackend, RemoteBackend, open_backend
-from kinflow.cli.console import out, run, run_sync_parse
-from kinflow.core.retention import PurgeFilter
-from kinflow.engine.retention import Purger
+from kinflow.cli.console import out, run, run_sync_parse, target
+from kinflow.cli.render import plural
 from kinflow.errors import InvalidInput
 from kinflow.timestamps import iso
+
+if TYPE_CHECKING:
+    from kinflow.cli.backends import Backend
+    from kinflow.core.retention import PurgeFilter
 
 MUTATION = """mutation($w: PurgeFilter!, $d: Boolean) {
   purgeInstances(where: $w, dryRun: $d) { dryRun roots instances } }"""
@@ -39,6 +41,9 @@ def parse_moment(text: str) -> str:
 
 async def purge_on(backend: Backend, where: PurgeFilter, dry_run: bool) -> dict[str, Any]:
     """``{dryRun, roots, instances}`` from whichever backend the command opened."""
+    from kinflow.cli.backends import LocalBackend, RemoteBackend
+    from kinflow.engine.retention import Purger
+
     if isinstance(backend, RemoteBackend):
         variables = {"w": {"finishedBefore": where.finished_before,
                            "definition": where.definition}, "d": dry_run}
@@ -57,12 +62,18 @@ def purge(
     definition: str | None = typer.Option(None, "--definition",
                                           help="Only roots of this definition."),
     yes: bool = typer.Option(False, "--yes", help="Purge; without it, only count (dry run)."),
-    url: str | None = typer.Option(None, "--url", envvar="KINFLOW_URL",
-                                   help="Talk to a running server instead of the lake."),
-    token: str | None = typer.Option(None, "--token", envvar="KINFLOW_TOKEN",
-                                     help="API token for --url (an admin's)."),
+    url: str | None = typer.Option(None, "--url",
+                                   help="Talk to a running server instead of the lake "
+                                        "(default KINFLOW_URL)."),
+    token: str | None = typer.Option(None, "--token",
+                                     help="API token for --url (an admin's; default "
+                                          "KINFLOW_TOKEN)."),
 ) -> None:
     """Purge finished families (a root and all its descendants, every one finished)."""
+    from kinflow.cli.backends import open_backend
+    from kinflow.core.retention import PurgeFilter
+
+    url, token = target(url, token)
     where = PurgeFilter(finished_before=run_sync_parse(lambda: parse_moment(before)),
                         definition=definition)
 
@@ -71,7 +82,8 @@ def purge(
             return await purge_on(backend, where, not yes)
 
     result = run(work)
-    families = f"{result['roots']:,} families ({result['instances']:,} instances)"
+    families = (f"{plural(result['roots'], 'family', 'families')} "
+                f"({plural(result['instances'], 'instance', 'instances')})")
     if result["dryRun"]:
         out.print(f"dry run: would purge {families} finished before {where.finished_before}.\n"
                   "Back them up first: kinflow lake export <dataset> <file>. "

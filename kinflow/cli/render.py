@@ -37,12 +37,23 @@ def styled(status: str) -> str:
     return f"[{style}]{status}[/{style}]"
 
 
+def plural(count: int, one: str, many: str) -> str:
+    return f"{count:,} {one if count == 1 else many}"
+
+
+def json_text(value: Any) -> str:
+    """A JSON value as JSON (``null``, ``true``, ``{"words":400}``), compact."""
+    return json.dumps(value, separators=(",", ":"), default=str, ensure_ascii=False)
+
+
 def counts_line(rows: list[Mapping[str, Any]]) -> str:
-    counts = Counter(str(r["status"]) for r in rows)
-    parts = [f"{counts.get(s, 0)} {s.lower()}" for s in ("ACTIVE", "DONE", "ABORTED")]
-    if counts.get("QUEUED"):  # a windowed cohort's rows waiting for a place
-        parts.append(f"{counts['QUEUED']} queued")
-    return f"{len(rows)} children: " + ", ".join(parts)
+    """``3 children: 1 active, 1 done, 0 aborted``, then any other status the rows have
+    (queued rows waiting in a window, cancelled ones), so the counts add up to the total."""
+    counts = Counter(str(r["status"]).upper() for r in rows)
+    always = ("ACTIVE", "DONE", "ABORTED")
+    parts = [f"{counts.get(s, 0)} {s.lower()}" for s in always]
+    parts += [f"{n} {s.lower()}" for s, n in sorted(counts.items()) if s not in always]
+    return f"{plural(len(rows), 'child', 'children')}: " + ", ".join(parts)
 
 
 def instance_label(view: Mapping[str, Any]) -> str:
@@ -105,7 +116,7 @@ def _outcome(row: Mapping[str, Any]) -> str:
     if row.get("outputsError"):
         text += f" [red](outputs: {row['outputsError']})[/red]"
     elif row.get("outputs") is not None:
-        shown = json.dumps(row["outputs"], separators=(",", ":"), default=str)
+        shown = json_text(row["outputs"])
         text += f" [dim]{escape(shown[:80] + ('…' if len(shown) > 80 else ''))}[/dim]"
     return text
 
@@ -131,13 +142,14 @@ def print_result(console: Console, result: Mapping[str, Any], verb: str) -> None
 
 
 def print_error(console: Console, error: KinflowError) -> None:
-    console.print(f"[red]error[/red] [bold]{error.code}[/bold]: {error.message}")
+    console.print(f"[red]error[/red] [bold]{error.code}[/bold]: {escape(error.message)}")
     for key, value in error.details.items():
         if key == "issues" and isinstance(value, list):
             for issue in value:
-                console.print(f"  - {_issue_line(issue)}")
+                console.print(f"  - {escape(_issue_line(issue))}")
         elif value is not None:  # an unset detail (e.g. no version asked for) says nothing
-            console.print(f"  {key}: {value}")
+            shown = value if isinstance(value, str) else json_text(value)
+            console.print(f"  {key}: {escape(shown)}", highlight=False)
 
 
 def _issue_line(issue: Any) -> str:

@@ -72,6 +72,8 @@ class Limits:
     groq_max_scanned: int | None = 5_000_000
     groq_max_length: int | None = 100_000
     groq_max_fetched: int | None = 100_000
+    groq_max_value_bytes: int | None = 64 * 1024 * 1024
+    groq_max_params_bytes: int | None = 256 * 1024
     definition_bytes: int = 1024 * 1024
     row_output_bytes: int = 16 * 1024  # a finished child's outputs on its row (outcomes.py)
     bulk_batch: int = 64  # rows one commit of a bulk cohort verb applies (core/cohort/selection.py)
@@ -92,17 +94,22 @@ class Limits:
                    groq_max_scanned=settings.groq_max_scanned or None,
                    groq_max_length=settings.groq_max_query_length or None,
                    groq_max_fetched=settings.groq_max_fetched or None,
+                   groq_max_value_bytes=settings.groq_max_value_bytes or None,
+                   groq_max_params_bytes=settings.groq_max_params_bytes or None,
                    definition_bytes=settings.max_definition_bytes,
                    row_output_bytes=settings.max_row_output_bytes,
                    bulk_batch=settings.bulk_batch_rows,
                    cancel_timeout_seconds=settings.cancel_timeout)
 
-    def groq_budget(self) -> Budget:
-        """A fresh budget for one lake query, timed on ``budget_clock`` if one is set."""
+    def groq_budget(self, *, caller: bool = False) -> Budget:
+        """A fresh budget for one lake query, timed on ``budget_clock`` if one is set;
+        an API caller's (``caller``) also bounds the parameters it sends."""
         timeout = self.groq_timeout if self.budget_clock is not None else None
         return Budget(max_scanned=self.groq_max_scanned, timeout=timeout,
                       clock=self.budget_clock, max_length=self.groq_max_length,
-                      max_fetched=self.groq_max_fetched)
+                      max_fetched=self.groq_max_fetched,
+                      max_value_bytes=self.groq_max_value_bytes,
+                      max_params_bytes=self.groq_max_params_bytes if caller else None)
 
 
 class NeedsIO(Exception):

@@ -17,6 +17,7 @@ __all__ = [
     "ActivityNotFinished",
     "ActivityNotFound",
     "CascadeLimit",
+    "ChildIdTaken",
     "CohortNotFound",
     "ConcurrentModification",
     "ContractViolation",
@@ -39,6 +40,7 @@ __all__ = [
     "InjectedFault",
     "InputTooLarge",
     "InstanceExists",
+    "InstanceIdReserved",
     "InstanceNotFound",
     "InstanceTooLarge",
     "MissingEffectHandler",
@@ -272,6 +274,20 @@ class ReservedId(KinflowError):
     """A content write named an id the engine owns (``instance.*``, ``definition.*``, ...)."""
 
     code = "reserved-id"
+
+
+class InstanceIdReserved(ReservedId):
+    """A caller chose an instance id of the shape the engine derives for children: taking
+    it would stop the engine from ever creating that child."""
+
+    code = "instance-id-reserved"
+
+
+class ChildIdTaken(KinflowError):
+    """A commit went to create a child and found a document at its id that the engine did
+    not write there; a retry meets the same document, so the heartbeat parks the parent."""
+
+    code = "child-id-taken"
 
 
 class ReservedType(KinflowError):

@@ -32,8 +32,10 @@ ENVELOPE_KEYS = frozenset({"version", "contentHash", "modelVersion", "minReaderM
 
 
 def strip_envelope(document: dict[str, Any]) -> dict[str, Any]:
-    """Drop the stored-document envelope so a fetched definition re-deploys."""
-    return {k: v for k, v in document.items() if not k.startswith("_") and k not in ENVELOPE_KEYS}
+    """Drop the stored-document envelope so a fetched definition re-deploys, and the
+    ``$schema`` an authored file names for editors."""
+    return {k: v for k, v in document.items()
+            if not k.startswith("_") and k not in ENVELOPE_KEYS and k != "$schema"}
 
 
 def expand_definition(authored: Any) -> Any:

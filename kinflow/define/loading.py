@@ -1,8 +1,10 @@
 """Read definitions from JSON or YAML files.
 
-A file holds one definition (an object) or a batch (a list); both load as a
-list. The loader only parses the file format: shape problems are left to
-deploy validation, which reports all of them with paths.
+A file holds one definition (an object), a batch (a list), or a batch object
+``{"$schema": ..., "definitions": [...]}`` (a list cannot carry the
+``$schema`` key editors read); all load as a list. The loader only parses the
+file format: shape problems are left to deploy validation, which reports all
+of them with paths.
 """
 
 from __future__ import annotations
@@ -31,4 +33,14 @@ def parse_definitions(text: str, *, yaml_format: bool = False) -> list[Any]:
         data = yaml.safe_load(text) if yaml_format else json.loads(text)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
         raise InvalidInput(f"not valid {'YAML' if yaml_format else 'JSON'}: {exc}") from exc
-    return data if isinstance(data, list) else [data]
+    return definitions_in(data)
+
+
+def definitions_in(data: Any) -> list[Any]:
+    """The definitions a parsed file holds, whichever of its three shapes it has."""
+    if isinstance(data, list):
+        return data
+    if isinstance(data, dict) and "definitions" in data and "stages" not in data:
+        batch = data["definitions"]
+        return batch if isinstance(batch, list) else [batch]
+    return [data]

@@ -26,6 +26,7 @@ from kinflow.core.context import Actor, Limits
 from kinflow.core.errors import InstanceNotFound
 from kinflow.core.gates import Verdict
 from kinflow.core.mutation import Mutation
+from kinflow.core.owned import check_instance_id
 from kinflow.core.state import Instance
 from kinflow.engine import drain, ids
 from kinflow.engine.bulk import BulkRunner
@@ -138,8 +139,9 @@ class Engine:
         await self.ensure_ready()
         actor = actor or Actor.system()
         document = await self.get_definition(definition, version)
-        # the id is chosen once, so re-plans (lake reads) and retries agree on it
-        new_id = instance_id or ids.new_instance_id()
+        # the id is chosen once, so re-plans (lake reads) and retries agree on it; a
+        # caller's may not be one the engine derives for a child (docs/security.md)
+        new_id = check_instance_id(instance_id) if instance_id else ids.new_instance_id()
         verb = verbs.StartInstance(document, fields, new_id, context, ancestors)
 
         async def start() -> Mutation:
@@ -196,7 +198,7 @@ class Engine:
         actor = actor or Actor.system()
         result = await self._verb(instance_id, "abortInstance", actor,
                                   lambda s, c: operator_verbs.plan_abort(s, verb, c), cascade=False)
-        # a retried abort of a terminal instance still drains and propagates (§5.11)
+        # a retried abort of a terminal instance still drains and propagates
         instance = await self.driver.drain_condemned(result.instance, actor)
         await self.driver.after(instance)
         result.instance = instance
@@ -388,9 +390,11 @@ class Engine:
         """``available_actions`` of an instance the caller already loaded (no re-read)."""
         return await self.reads.verdicts(instance, actor or Actor.system())
 
-    async def query(self, query: str, params: dict[str, Any] | None = None) -> Any:
-        """Read-only GROQ over this dataset; parameters are bound, never spliced."""
-        return await self.reads.query(query, params)
+    async def query(self, query: str, params: dict[str, Any] | None = None,
+                    caller: str | None = None) -> Any:
+        """Read-only GROQ over this dataset; parameters are bound, never spliced;
+        ``caller`` names the API caller it runs for (its own lane and bounds)."""
+        return await self.reads.query(query, params, caller)
 
     async def instances_for_document(self, gdr: str) -> list[Instance]:
         """In-flight instances whose reference fields point at ``gdr`` (a GDR or bare id)."""

@@ -110,9 +110,19 @@ class Reader:
             t.clock())
         return verdicts
 
-    async def query(self, query: str, params: dict[str, Any] | None = None) -> Any:
-        """Read-only GROQ over this dataset; parameters are bound, never spliced."""
-        return await self.transact.query(query, params or {}, self.transact.clock())
+    async def query(self, query: str, params: dict[str, Any] | None = None,
+                    caller: str | None = None) -> Any:
+        """Read-only GROQ over this dataset; parameters are bound, never spliced.
+
+        ``caller`` (an API caller's identity) runs it in that caller's lane of the
+        evaluation threads with its parameters bounded; ``None`` is the engine's own
+        query (the same path a plan's lake queries take)."""
+        t = self.transact
+        if caller is None:
+            return await t.query(query, params or {}, t.clock())
+        return await t.lake.groq(query, params=params or {}, now=t.clock(),
+                                 budget=t.limits.groq_budget(caller=True), dataset=t.dataset,
+                                 caller=caller)
 
     async def instances_for_document(self, gdr: str) -> list[Instance]:
         """In-flight instances whose reference fields point at ``gdr`` (a GDR or bare id)."""

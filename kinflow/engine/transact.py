@@ -43,12 +43,13 @@ from kinflow.core.context import (
     NeedsLakeQuery,
     PlanContext,
 )
-from kinflow.core.errors import InstanceNotFound, PlanReadLimit
+from kinflow.core.errors import ChildIdTaken, InstanceNotFound, PlanReadLimit
 from kinflow.core.mutation import Mutation
 from kinflow.core.state import INSTANCE_TYPE, Instance, parse_instance
 from kinflow.engine import ids, sizes
 from kinflow.engine.faults import Faults
 from kinflow.engine.rowstore import RowStore
+from kinflow.errors import DocumentExists
 from kinflow.gdr import to_gdr
 from kinflow.storage.lake import Lake
 from kinflow.timestamps import iso
@@ -94,6 +95,36 @@ def targeted_update(mutation: Mutation, document: dict[str, Any]
         # the first rows stored beside it: drop rows an older engine kept inline
         update.setdefault("$unset", {})["subworkflows"] = ""
     return update, filters
+
+
+def child_taken(parent_id: str, batch: list[dict[str, Any]], exc: DocumentExists
+                ) -> ChildIdTaken:
+    """The refusal of a commit whose child creates met a document already there.
+
+    The commit read its parent in this transaction and planned only children
+    the parent has not created, so the document is not one of its children: a
+    write that bypassed the engine put it there. A retry would meet it again;
+    the refusal is permanent, and the heartbeat parks the parent.
+    """
+    child = _duplicate_id(exc.__cause__, batch)
+    return ChildIdTaken(
+        f"instance {parent_id!r} cannot create its child {child or '(one of a batch)'}: a "
+        "document the engine did not write is already at that id",
+        instanceId=parent_id, childId=child, children=len(batch))
+
+
+def _duplicate_id(cause: BaseException | None, batch: list[dict[str, Any]]) -> str | None:
+    """The id the lake reports as already taken (the first failed insert of the batch)."""
+    details = getattr(cause, "details", None)
+    if not isinstance(details, dict):
+        return None
+    errors = details.get("writeErrors")
+    first = errors[0] if isinstance(errors, list) and errors else details
+    index = first.get("index") if isinstance(first, dict) else None
+    if isinstance(index, int) and 0 <= index < len(batch):
+        return str(batch[index]["_id"])
+    key = first.get("keyValue") if isinstance(first, dict) else None
+    return str(key["_id"]) if isinstance(key, dict) and "_id" in key else None
 
 
 @dataclass(slots=True)
@@ -321,8 +352,12 @@ class Transactor:
         if mutation.rows:
             await self.rows.write(mutation.rows, session, now)
         if mutation.creates:
-            await self.lake.create_many(mutation.creates[:self.limits.spawn_txn],
-                                        dataset=self.dataset, session=session, now=now)
+            batch = mutation.creates[:self.limits.spawn_txn]
+            try:
+                await self.lake.create_many(batch, dataset=self.dataset, session=session,
+                                            now=now)
+            except DocumentExists as exc:
+                raise child_taken(mutation.instance.id_, batch, exc) from exc
         if mutation.clears:
             # honoured stamps: the children observed, read in this transaction (one
             # that changed since gets a write conflict and the round re-runs with a

@@ -4,7 +4,8 @@ Function bodies live in :mod:`kinflow.groq.functions`; a call compiles its argum
 and hands them over unevaluated, so each function decides what to evaluate. The pipes
 are here because they open a scope per element: ``order()`` sorts by GROQ's total
 order (stable, ``desc`` per key), ``score()`` computes relevance (groq.md §5.7) and
-sorts by it. Both charge the budget with the array's length before the pass.
+sorts by it. Both charge the budget with the array's length before the pass and the
+comparisons of the sort before sorting.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from functools import cmp_to_key
 from typing import Any
 
 from kinflow.groq import nodes as n
+from kinflow.groq.budget import ENTRY_BYTES, SLOT_BYTES, chunked
 from kinflow.groq.compile_dispatch import compile_node, on
 from kinflow.groq.functions import FUNCTIONS
 from kinflow.groq.matching import match_score
@@ -77,9 +79,13 @@ def _order(base: Compiled, args: tuple[n.Node, ...]) -> Compiled:
         parent = s.pass_over(items)
         ctx = s.ctx
         keyed = []
-        for item in items:
-            sc = Scope(item, parent, ctx)
-            keyed.append(([k(sc) for k in keys], item))
+        for part in chunked(items, ctx.budget):
+            for item in part:
+                sc = Scope(item, parent, ctx)
+                keyed.append(([k(sc) for k in keys], item))
+        if ctx.budget is not None:  # the comparisons a sort makes, before it makes them
+            ctx.budget.charge(len(keyed) * max(1, len(keyed).bit_length()) * len(pairs))
+            ctx.budget.build(SLOT_BYTES * len(keyed))
         keyed.sort(key=cmp_to_key(cmp))
         return [item for _, item in keyed]
 
@@ -103,7 +109,7 @@ def _score_of(node: n.Node) -> Compiled:
         return lambda s: a(s) + b(s)
     if isinstance(node, n.OpCall) and node.op == "match":
         left, right = compile_node(node.left), compile_node(node.right)
-        return lambda s: match_score(left(s), right(s))
+        return lambda s: match_score(left(s), right(s), s.ctx.budget)
     if isinstance(node, n.FuncCall) and node.namespace == "global" and node.name == "boost":
         inner = _score_of(node.args[0])
         amount = compile_node(node.args[1])
@@ -129,17 +135,23 @@ def _score(base: Compiled, args: tuple[n.Node, ...]) -> Compiled:
             return None
         parent = s.pass_over(items)
         ctx = s.ctx
+        budget = ctx.budget
         scored: list[tuple[float, Any]] = []
-        for item in items:
-            if type(item) is not dict and not isinstance(item, Mapping):
-                scored.append((0.0, item))  # the spec keeps non-objects, unscored
-                continue
-            sc = Scope(item, parent, ctx)
-            total = sum(f(sc) for f in scorers)
-            prev = item.get("_score")
-            if is_number(prev):
-                total += prev
-            scored.append((total, {**item, "_score": total}))
+        for part in chunked(items, budget):
+            for item in part:
+                if type(item) is not dict and not isinstance(item, Mapping):
+                    scored.append((0.0, item))  # the spec keeps non-objects, unscored
+                    continue
+                sc = Scope(item, parent, ctx)
+                total = sum(f(sc) for f in scorers)
+                prev = item.get("_score")
+                if is_number(prev):
+                    total += prev
+                if budget is not None:
+                    budget.build(ENTRY_BYTES * (len(item) + 1))
+                scored.append((total, {**item, "_score": total}))
+        if budget is not None:
+            budget.charge(len(scored) * max(1, len(scored).bit_length()))
         scored.sort(key=lambda p: -p[0])
         return [item for _, item in scored]
 

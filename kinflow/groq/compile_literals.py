@@ -3,7 +3,7 @@
 Leaves: constants, parameters, ``*`` (the dataset), ``@`` and ``^`` (the scope chain)
 and parentheses. Constructors: array literals with ``...`` splats and object literals
 with splats and ``cond => {...}`` entries; the common all-plain shapes get closures
-without the per-entry branching.
+without the per-entry branching. A splat charges the budget the size it copies.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kinflow.groq import nodes as n
+from kinflow.groq.budget import ENTRY_BYTES, SLOT_BYTES
 from kinflow.groq.compile_dispatch import compile_node, on
 from kinflow.groq.scope import Compiled, Scope
 from kinflow.groq.values import as_list
@@ -71,11 +72,14 @@ def _array(node: n.ArrayNode) -> Compiled:
 
     def array(s: Scope) -> Any:
         out: list[Any] = []
+        budget = s.ctx.budget
         for f, splat in elems:
             v = f(s)
             if splat:
                 items = as_list(v)
                 if items is not None:
+                    if budget is not None:
+                        budget.build(SLOT_BYTES * len(items))
                     out.extend(items)  # splatting a non-array adds nothing
             else:
                 out.append(v)
@@ -108,6 +112,8 @@ def _object(node: n.ObjectNode) -> Compiled:
                 continue
             v = f(s)
             if type(v) is dict or isinstance(v, Mapping):
+                if s.ctx.budget is not None:
+                    s.ctx.budget.build(ENTRY_BYTES * len(v))
                 out.update(v)
         return out
 

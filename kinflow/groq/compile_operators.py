@@ -12,7 +12,7 @@ from typing import Any
 
 from kinflow.groq import nodes as n
 from kinflow.groq.compile_dispatch import compile_node, on
-from kinflow.groq.operators import BINARY, in_range
+from kinflow.groq.operators import BINARY, BUDGETED, in_range
 from kinflow.groq.scope import Compiled, Scope
 from kinflow.groq.values import is_number, num
 
@@ -97,7 +97,18 @@ def _opcall(node: n.OpCall) -> Compiled:
             return fast
     right = compile_node(node.right)
     fn = BINARY[node.op]
-    return lambda s: fn(left(s), right(s))
+    under = BUDGETED.get(node.op)
+    if under is None:
+        return lambda s: fn(left(s), right(s))
+
+    def budgeted(s: Scope) -> Any:
+        budget = s.ctx.budget
+        if budget is None:
+            return fn(left(s), right(s))
+        a = left(s)
+        return under(a, right(s), budget)
+
+    return budgeted
 
 
 def _in_constant_strings(left: Compiled, right: n.Node) -> Compiled | None:

@@ -4,7 +4,8 @@ Owns null propagation through chains (a step on the wrong kind of value gives nu
 a filter hands a non-array back unchanged) and the scopes each step opens: filters and
 projections open one ``^`` can climb out of, ``MapNode``/``FlatMap`` open hidden ones
 that add no ``^`` level. Every pass over an array charges the context's budget (when
-there is one) with the array's length before it starts: one check per pass.
+there is one) with the array's length before it starts, and a long array is walked in
+chunks with the deadline and the cancel flag checked between them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kinflow.groq import nodes as n
+from kinflow.groq.budget import SLOT_BYTES, chunked
 from kinflow.groq.compile_dispatch import compile_node, on
 from kinflow.groq.row_tests import row_test
 from kinflow.groq.scope import Compiled, Scope
@@ -91,10 +93,14 @@ def _filter(node: n.Filter) -> Compiled:
             return v  # the spec returns a non-array base unchanged
         parent = s.pass_over(items)
         ctx = s.ctx
-        if test is not None:
-            return [item for item in items if (test(item) if type(item) is dict
-                                               else cond(Scope(item, parent, ctx)) is True)]
-        return [item for item in items if cond(Scope(item, parent, ctx)) is True]
+        out: list[Any] = []
+        for part in chunked(items, ctx.budget):
+            if test is not None:
+                out += [item for item in part if (test(item) if type(item) is dict
+                                                  else cond(Scope(item, parent, ctx)) is True)]
+            else:
+                out += [item for item in part if cond(Scope(item, parent, ctx)) is True]
+        return out
 
     return filter_
 
@@ -144,7 +150,13 @@ def _map(node: n.MapNode) -> Compiled:
             return None
         parent = s.pass_over(items)
         ctx = s.ctx
-        return [expr(Scope(item, parent, ctx, True)) for item in items]
+        if ctx.budget is None:
+            return [expr(Scope(item, parent, ctx, True)) for item in items]
+        ctx.budget.build(SLOT_BYTES * len(items))
+        out: list[Any] = []
+        for part in chunked(items, ctx.budget):
+            out += [expr(Scope(item, parent, ctx, True)) for item in part]
+        return out
 
     return map_
 
@@ -160,13 +172,17 @@ def _flatmap(node: n.FlatMap) -> Compiled:
             return None
         parent = s.pass_over(items)
         ctx = s.ctx
+        budget = ctx.budget
         out: list[Any] = []
-        for item in items:
-            v = expr(Scope(item, parent, ctx, True))
-            if type(v) is list or type(v) is tuple:
-                out.extend(v)
-            else:
-                out.append(v)  # the suite keeps non-array results (groq-js), not the spec
+        for part in chunked(items, budget):
+            for item in part:
+                v = expr(Scope(item, parent, ctx, True))
+                if type(v) is list or type(v) is tuple:
+                    if budget is not None:
+                        budget.build(SLOT_BYTES * len(v))
+                    out.extend(v)
+                else:
+                    out.append(v)  # the suite keeps non-array results (groq-js), not the spec
         return out
 
     return flatmap

@@ -4,6 +4,9 @@ Owns every ``namespace::name`` the parser accepts, with its arity, and the code
 that runs it. Implementations receive their arguments as compiled closures, so
 functions such as ``coalesce``, ``select`` and ``references`` decide themselves what
 to evaluate. Pipe functions (``order``, ``score``) live in :mod:`kinflow.groq.compile_calls`.
+A function whose work grows with its arguments charges the evaluation's budget before
+doing it (steps for loops and comparisons, bytes for what it builds) and checks the
+deadline inside its loops.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
+from kinflow.groq.budget import SLOT_BYTES, STRING_BYTES, Budget, chunked
 from kinflow.groq.scope import Compiled, Scope
 from kinflow.groq.values import (
     DateTime,
@@ -54,6 +58,16 @@ def _register(ns: str, name: str, min_args: int, max_args: int | None = None
     return deco
 
 
+def _charge(s: Scope, steps: int) -> None:
+    if s.ctx.budget is not None:
+        s.ctx.budget.charge(steps)
+
+
+def _build(s: Scope, size: int) -> None:
+    if s.ctx.budget is not None:
+        s.ctx.budget.build(size)
+
+
 # --------------------------------------------------------------------------- global
 
 
@@ -87,12 +101,18 @@ def _length(args: list[Compiled], s: Scope) -> Any:
 
 def _lower(args: list[Compiled], s: Scope) -> Any:
     v = args[0](s)
-    return v.lower() if isinstance(v, str) else None
+    if not isinstance(v, str):
+        return None
+    _build(s, len(v) + STRING_BYTES)
+    return v.lower()
 
 
 def _upper(args: list[Compiled], s: Scope) -> Any:
     v = args[0](s)
-    return v.upper() if isinstance(v, str) else None
+    if not isinstance(v, str):
+        return None
+    _build(s, len(v) + STRING_BYTES)
+    return v.upper()
 
 
 for _ns in ("global", "string"):
@@ -152,17 +172,21 @@ def _references(args: list[Compiled], s: Scope) -> Any:
             ids.update(x for x in v if isinstance(x, str))
     if not ids:
         return False
-    return _has_ref(s.value, ids)
+    return _has_ref(s.value, ids, s.ctx.budget)
 
 
-def _has_ref(v: Any, ids: set[str]) -> bool:
+def _has_ref(v: Any, ids: set[str], budget: Budget | None) -> bool:
     if is_array(v):
-        return any(_has_ref(x, ids) for x in v)
+        if budget is not None:
+            budget.charge(len(v))
+        return any(_has_ref(x, ids, budget) for x in v)
     if is_object(v):
         ref = v.get("_ref")
         if isinstance(ref, str) and ref in ids:
             return True
-        return any(_has_ref(x, ids) for x in v.values())
+        if budget is not None:
+            budget.charge(len(v))
+        return any(_has_ref(x, ids, budget) for x in v.values())
     return False
 
 
@@ -212,12 +236,19 @@ def _join(args: list[Compiled], s: Scope) -> Any:
     sep = args[1](s)
     if not is_array(arr) or not isinstance(sep, str):
         return None
+    budget = s.ctx.budget
+    if budget is not None:
+        budget.charge(len(arr))
     parts = []
-    for x in arr:
-        t = to_text(x)
-        if t is None:
-            return None
-        parts.append(t)
+    size = 0
+    for part in chunked(list(arr), budget):
+        for x in part:
+            t = to_text(x)
+            if t is None:
+                return None
+            parts.append(t)
+            size += len(t) + len(sep)
+    _build(s, size + STRING_BYTES)
     return sep.join(parts)
 
 
@@ -226,7 +257,9 @@ def _compact(args: list[Compiled], s: Scope) -> Any:
     arr = args[0](s)
     if not is_array(arr):
         return None
-    return [x for x in arr if kind(x) != "null"]
+    _charge(s, len(arr))
+    return [x for part in chunked(list(arr), s.ctx.budget) for x in part
+            if kind(x) != "null"]
 
 
 @_register("array", "unique", 1)
@@ -236,16 +269,18 @@ def _unique(args: list[Compiled], s: Scope) -> Any:
         return None
     out: list[Any] = []
     seen: set[tuple[str, Any]] = set()
-    for x in arr:
-        k = kind(x)
-        if k in ("array", "object", "path"):
+    _charge(s, len(arr))
+    for part in chunked(list(arr), s.ctx.budget):
+        for x in part:
+            k = kind(x)
+            if k in ("array", "object", "path"):
+                out.append(x)
+                continue
+            key = (k, float(x) if k == "number" else x)
+            if key in seen:
+                continue
+            seen.add(key)
             out.append(x)
-            continue
-        key = (k, float(x) if k == "number" else x)
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(x)
     return out
 
 
@@ -255,7 +290,15 @@ def _intersects(args: list[Compiled], s: Scope) -> Any:
     b = args[1](s)
     if not is_array(a) or not is_array(b):
         return None
-    return any(equal(x, y) for x in a for y in b)
+    budget = s.ctx.budget
+    if budget is None:
+        return any(equal(x, y) for x in a for y in b)
+    budget.charge(len(a) * len(b))  # every pair may be compared
+    for x in a:
+        budget.check()
+        if any(equal(x, y) for y in b):
+            return True
+    return False
 
 
 # --------------------------------------------------------------------------- string::
@@ -269,6 +312,11 @@ def _split(args: list[Compiled], s: Scope) -> Any:
         return None
     if text == "":
         return []
+    budget = s.ctx.budget
+    if budget is not None:
+        budget.charge(len(text))
+        parts = len(text) if sep == "" else text.count(sep) + 1
+        budget.build(len(text) + parts * (SLOT_BYTES + STRING_BYTES))
     if sep == "":
         return list(text)
     return text.split(sep)
@@ -281,50 +329,6 @@ def _starts_with(args: list[Compiled], s: Scope) -> Any:
     if not isinstance(text, str) or not isinstance(prefix, str):
         return None
     return text.startswith(prefix)
-
-
-# --------------------------------------------------------------------------- math::
-
-
-def _numbers(v: Any) -> list[float] | None:
-    if not is_array(v):
-        return None
-    out = []
-    for x in v:
-        if x is None:
-            continue
-        if not is_number(x):
-            return None
-        out.append(x)
-    return out
-
-
-@_register("math", "sum", 1)
-def _sum(args: list[Compiled], s: Scope) -> Any:
-    xs = _numbers(args[0](s))
-    if xs is None:
-        return None
-    return num(math.fsum(xs)) if any(isinstance(x, float) for x in xs) else num(sum(xs))
-
-
-@_register("math", "avg", 1)
-def _avg(args: list[Compiled], s: Scope) -> Any:
-    xs = _numbers(args[0](s))
-    if not xs:
-        return None
-    return num(math.fsum(xs) / len(xs))
-
-
-@_register("math", "min", 1)
-def _min(args: list[Compiled], s: Scope) -> Any:
-    xs = _numbers(args[0](s))
-    return min(xs) if xs else None
-
-
-@_register("math", "max", 1)
-def _max(args: list[Compiled], s: Scope) -> Any:
-    xs = _numbers(args[0](s))
-    return max(xs) if xs else None
 
 
 def call_spec(ns: str, name: str) -> FuncSpec | None:
@@ -354,5 +358,19 @@ def _pt_text(args: list[Compiled], s: Scope) -> Any:
     blocks = v if is_array(v) else [v] if is_object(v) else None
     if blocks is None:
         return None
-    texts = [t for t in (_block_text(b) for b in blocks) if t is not None]
+    budget = s.ctx.budget
+    texts: list[str] = []
+    for part in chunked(list(blocks), budget):
+        for b in part:
+            if budget is not None:
+                kids = b.get("children") if is_object(b) else None
+                budget.charge(1 + (len(kids) if isinstance(kids, (list, tuple)) else 0))
+            t = _block_text(b)
+            if t is not None:
+                texts.append(t)
+    _build(s, sum(len(t) + 2 for t in texts) + STRING_BYTES)
     return "\n\n".join(texts)
+
+
+# math:: registers itself in FUNCTIONS when imported (a module of its own for size)
+from kinflow.groq import functions_math  # noqa: E402, F401

@@ -1,13 +1,17 @@
 """Tokenising and pattern matching for the ``match`` operator (groq.md §5.9).
 
 Owns the word splitting shared by the evaluator, ``score()`` relevance and the
-push-down regex translation, so all three agree on what a term is.
+push-down regex translation, so all three agree on what a term is. Under a budget a
+match is charged every term against every token, wildcards by how far a regex may
+backtrack, before any regex runs.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
+from kinflow.groq.budget import Budget
 
 _SEPARATORS = "!@#$%^&*(),\\/?\";:{}|[]+<>-"
 _TEXT_SPLIT = re.compile("[\\s" + re.escape(_SEPARATORS) + "]+")
@@ -64,11 +68,26 @@ def collect_terms(v: Any) -> list[str] | None:
     return None
 
 
-def match_values(text: Any, pattern: Any) -> bool:
+def wildcard_cost(text_length: int, stars: int) -> int:
+    """Steps a wildcard pattern with ``stars`` stars may take over ``text_length``
+    characters: a regex backtracks through every way of placing its stars."""
+    return max(1, text_length) ** min(stars, 6) if stars else max(1, text_length)
+
+
+def charge_match(tokens: list[str], terms: list[str], budget: Budget | None) -> None:
+    """Charge the budget what testing every term against every token may cost."""
+    if budget is None or not tokens or not terms:
+        return
+    longest = max(len(t) for t in tokens)
+    budget.charge(sum(len(tokens) * wildcard_cost(longest, t.count("*")) for t in terms))
+
+
+def match_values(text: Any, pattern: Any, budget: Budget | None = None) -> bool:
     tokens = collect_tokens(text)
     terms = collect_terms(pattern)
     if not tokens or not terms:
         return False
+    charge_match(tokens, terms, budget)
     for term in terms:
         rx = term_regex(term)
         if not any(rx.fullmatch(tok) for tok in tokens):
@@ -76,12 +95,13 @@ def match_values(text: Any, pattern: Any) -> bool:
     return True
 
 
-def match_score(text: Any, pattern: Any) -> float:
+def match_score(text: Any, pattern: Any, budget: Budget | None = None) -> float:
     """Relevance of ``text`` for ``pattern``: term hits weighted by frequency."""
     tokens = collect_tokens(text)
     terms = collect_terms(pattern)
     if not tokens or not terms:
         return 0.0
+    charge_match(tokens, terms, budget)
     score = 0.0
     for term in terms:
         rx = term_regex(term)

@@ -3,7 +3,8 @@
 Owns arithmetic with IEEE-double semantics (non-finite results become null, ``%``
 keeps the dividend's sign), concatenation and merging for ``+``, datetime arithmetic,
 the comparisons and ``in``. Each operator is a plain function of two values so the
-compiler can call it without dispatch overhead.
+compiler can call it without dispatch overhead; the ones whose work grows with their
+operands (``+``, ``in``, ``match``) also have a form that charges a budget.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from kinflow.groq.matching import match_values
+from kinflow.groq.budget import ENTRY_BYTES, SLOT_BYTES, STRING_BYTES, Budget, chunked
+from kinflow.groq.matching import match_values, wildcard_cost
 from kinflow.groq.values import DateTime, Path, compare, equal, is_array, is_number, is_object, num
 
 
@@ -141,6 +143,45 @@ def in_range(v: Any, lo: Any, hi: Any, inclusive: bool) -> bool | None:
         return None
     return c1 >= 0 and (c2 <= 0 if inclusive else c2 < 0)
 
+
+def add_under(a: Any, b: Any, budget: Budget) -> Any:
+    """``+``, charging the budget the size of the string, array or object it builds."""
+    if type(a) is str and type(b) is str:
+        budget.build(len(a) + len(b) + STRING_BYTES)
+    elif is_array(a) and is_array(b):
+        budget.build(SLOT_BYTES * (len(a) + len(b)))
+    elif is_object(a) and is_object(b):
+        budget.build(ENTRY_BYTES * (len(a) + len(b)))
+    return op_add(a, b)
+
+
+def in_under(a: Any, b: Any, budget: Budget) -> bool | None:
+    """``in``, charging the comparisons it makes and checking the budget as it goes."""
+    if is_array(b):
+        budget.charge(len(b))
+        items = b if type(b) is list else list(b)
+        for part in chunked(items, budget):
+            for item in part:
+                if equal(a, item):
+                    return True
+        return False
+    if isinstance(b, Path):
+        text = a if isinstance(a, str) else a.pattern if isinstance(a, Path) else None
+        if text is not None:
+            budget.charge(wildcard_cost(len(text), b.pattern.count("*")))
+    return op_in(a, b)
+
+
+def match_under(a: Any, b: Any, budget: Budget) -> bool:
+    return match_values(a, b, budget)
+
+
+#: the operators whose work depends on their operands' size, in their budgeted form
+BUDGETED: dict[str, Callable[[Any, Any, Budget], Any]] = {
+    "+": add_under,
+    "in": in_under,
+    "match": match_under,
+}
 
 BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "+": op_add,

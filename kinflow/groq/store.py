@@ -6,56 +6,38 @@ the same collection. ``resolve`` must be synchronous, so dereferences are gather
 in rounds: evaluate, fetch every id that was missing with one ``$in`` query, and
 evaluate again until nothing is missing.
 
-With a :class:`Budget`, each round is evaluated in a worker thread (at most
-``EVALUATION_THREADS`` at once) so the event loop keeps serving while heavy
-queries run; the budget bounds the work, and when the awaiting task is
+With a :class:`Budget`, each round is evaluated in a worker thread of the
+caller's lane (:mod:`kinflow.groq.pool`) so the event loop keeps serving while
+heavy queries run; the budget bounds the work, and when the awaiting task is
 cancelled (the client went away) the budget is cancelled too, so the thread
 stops at its next check instead of running on.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from kinflow.groq.api import Tree, evaluate, parse
 from kinflow.groq.budget import Budget
 from kinflow.groq.errors import GroqError, GroqLimitExceeded
+from kinflow.groq.pool import off_loop as run_in_lane
 from kinflow.groq.pushdown import StorePlan, plan_store_query
 
 MAX_DEREF_ROUNDS = 16
 T = TypeVar("T")
 
 
-#: evaluations running at once; more wait their turn. Each running one takes GIL slices
-#: from the event loop, so a cap keeps a flood of heavy queries from starving it.
-EVALUATION_THREADS = 2
-_pool: ThreadPoolExecutor | None = None
-
-
-def _evaluation_pool() -> ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(EVALUATION_THREADS, thread_name_prefix="kinflow-groq")
-    return _pool
-
-
-async def off_loop(fn: Callable[[], T], budget: Budget) -> T:
+async def off_loop(fn: Callable[[], T], budget: Budget, caller: str | None = None) -> T:
     """Run ``fn`` in an evaluation thread; cancelling the caller cancels ``budget``.
 
     The thread cannot be interrupted, so cancellation is cooperative: ``fn``
     must evaluate under ``budget``, which raises at its next check (a call still
     waiting for a thread is dropped). The deadline starts when ``fn`` does.
+    ``caller`` names the API caller the work is for (``None``: the engine).
     """
-    future = asyncio.get_running_loop().run_in_executor(_evaluation_pool(), fn)
-    try:
-        return await future
-    except asyncio.CancelledError:
-        budget.cancel()
-        raise
+    return await run_in_lane(fn, budget, caller)
 
 
 async def query_collection(
@@ -66,13 +48,15 @@ async def query_collection(
     now: datetime | None = None,
     max_docs: int | None = None,
     budget: Budget | None = None,
+    caller: str | None = None,
 ) -> Any:
     """Evaluate ``query`` over ``collection``; same result as evaluating in memory.
 
     ``max_docs`` bounds how many documents the prefilter may bring back; a query
     whose prefilter matches more raises :class:`GroqError` (``groq-too-broad``).
-    ``budget`` bounds the query's length and its evaluation (its ``max_scanned`` also
-    caps the fetch), and moves parsing and evaluation off the event loop.
+    ``budget`` bounds the query's length, its parameters and its evaluation (its
+    ``max_scanned`` also caps the fetch), and moves parsing and evaluation off the event
+    loop, into ``caller``'s lane of the evaluation threads (``None``: the engine's).
     """
     params = dict(params or {})
     if now is None:
@@ -88,7 +72,8 @@ async def query_collection(
         tree, plan = prepare()
     else:  # parsing and planning are CPU work too: off the loop, after the length check
         budget.check_length(query.source if isinstance(query, Tree) else query)
-        tree, plan = await off_loop(prepare, budget)
+        budget.check_params(params)
+        tree, plan = await off_loop(prepare, budget, caller)
     docs: list[Any] = []
     residual = tree
     if plan is not None:
@@ -137,7 +122,7 @@ async def query_collection(
 
     for _ in range(MAX_DEREF_ROUNDS):
         missing.clear()
-        result = run() if budget is None else await off_loop(run, budget)
+        result = run() if budget is None else await off_loop(run, budget, caller)
         if not missing:
             return result
         wanted = sorted(missing)

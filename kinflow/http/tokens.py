@@ -5,9 +5,8 @@ configured the API is open (every caller is the local ``admin`` actor) and
 the CLI refuses to bind anything but loopback. With tokens, every HTTP
 request and every websocket ``connection_init`` must present one.
 
-Roles nest: ``viewer`` may query and subscribe; ``operator`` may also start,
-fire, edit, complete, abort, tick and write content documents; ``admin`` may
-also deploy, set stages and reset activities.
+Roles nest: ``viewer`` may query and subscribe; ``operator`` and ``admin``
+may also call the mutations ``kinflow/schema/roles.py``'s table gives them.
 
 Tokens are secrets of at least ``MIN_TOKEN_LENGTH`` characters, compared as
 SHA-256 digests in constant time against every configured token, and failed

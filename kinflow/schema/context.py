@@ -12,7 +12,7 @@ from strawberry.types import Info
 from kinflow.engine import Actor, Engine
 from kinflow.engine.siblings import sibling
 from kinflow.errors import DatasetNotFound
-from kinflow.http.tokens import OPEN_ACTOR, TokenTable, require
+from kinflow.http.tokens import OPEN_ACTOR, TokenTable
 from kinflow.schema.hubs import Hubs
 from kinflow.schema.loaders import Loaders
 from kinflow.settings import Settings
@@ -91,10 +91,6 @@ class Context:
         if self._loaders is None:
             self._loaders = Loaders(self.lake, self.dataset, cache=not self.websocket)
         return self._loaders
-
-    def require(self, role: str, operation: str) -> Actor:
-        require(self.actor, role, operation)
-        return self.actor
 
 
 KInfo = Info[Context, None]

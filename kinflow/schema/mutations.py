@@ -1,6 +1,7 @@
 """The ``Mutation`` root: every engine verb, plus content-document writes.
 
-Each resolver checks the caller's role, calls one engine verb as that actor
+Each resolver checks the caller's role (``roles.require``: the role table names
+the least role of every mutation), calls one engine verb as that actor
 and returns the verb's result; refusals propagate as ``KinflowError`` and are
 shaped into GraphQL errors by ``kinflow.schema.errors``.
 """
@@ -19,6 +20,7 @@ from kinflow.engine.registry_cache import registry_rows
 from kinflow.errors import DatasetNotFound, InvalidInput
 from kinflow.gdr import check_document_id, format_gdr
 from kinflow.http.tokens import has_role
+from kinflow.schema import roles
 from kinflow.schema.bulk import BulkResult, CohortFilter
 from kinflow.schema.cohorts import cohort_rows, cohort_window
 from kinflow.schema.context import KInfo
@@ -57,7 +59,7 @@ def _result(result: EngineResult) -> OperationResult:
 class Mutation:
     @strawberry.mutation
     async def deploy_definitions(self, info: KInfo, definitions: list[JSON]) -> DeployResult:
-        actor = info.context.require("admin", "deployDefinitions")
+        actor = roles.require(info)
         outcome = await info.context.engine.deploy(list(definitions), actor=actor)
         return DeployResult(
             definitions=[DeployedDefinition(name=d.name, version=d.version, status=d.status)
@@ -74,7 +76,7 @@ class Mutation:
         fields: JSON | None = None,
         instance_id: strawberry.ID | None = None,
     ) -> OperationResult:
-        actor = info.context.require("operator", "startInstance")
+        actor = roles.require(info)
         result = await info.context.engine.start_instance(
             definition, version=version, fields=_object(fields, "fields"),
             instance_id=check_instance_id(check_document_id(instance_id)) if instance_id else None,
@@ -92,7 +94,7 @@ class Mutation:
         params: JSON | None = None,
         idempotency_key: str | None = None,
     ) -> OperationResult:
-        actor = info.context.require("operator", "fireAction")
+        actor = roles.require(info)
         return _result(await info.context.engine.fire_action(
             instance_id, activity, action, params=_object(params, "params"),
             idempotency_key=idempotency_key, actor=actor,
@@ -110,7 +112,7 @@ class Mutation:
         activity: str | None = None,
         idempotency_key: str | None = None,
     ) -> OperationResult:
-        actor = info.context.require("operator", "editField")
+        actor = roles.require(info)
         return _result(await info.context.engine.edit_field(
             instance_id, field, value, mode=(mode or EditMode.SET).value, scope=scope,
             activity=activity, idempotency_key=idempotency_key, actor=actor,
@@ -127,7 +129,7 @@ class Mutation:
         error: str | None = None,
         idempotency_key: str | None = None,
     ) -> OperationResult:
-        actor = info.context.require("operator", "completeEffect")
+        actor = roles.require(info)
         return _result(await info.context.engine.complete_effect(
             instance_id, effect_key, status.value, outputs=_object(outputs, "outputs"),
             error=error, idempotency_key=idempotency_key, actor=actor,
@@ -141,7 +143,7 @@ class Mutation:
         reason: str | None = None,
         idempotency_key: str | None = None,
     ) -> OperationResult:
-        actor = info.context.require("operator", "abortInstance")
+        actor = roles.require(info)
         return _result(await info.context.engine.abort_instance(
             instance_id, reason=reason, idempotency_key=idempotency_key, actor=actor,
         ))  # fmt: skip
@@ -159,7 +161,7 @@ class Mutation:
         reason: str | None = None,
         idempotency_key: str | None = None,
     ) -> OperationResult:
-        actor = info.context.require("operator", "cancelInstance")
+        actor = roles.require(info)
         return _result(await info.context.engine.cancel_instance(
             instance_id, reason=reason, idempotency_key=idempotency_key, actor=actor,
         ))  # fmt: skip
@@ -176,7 +178,7 @@ class Mutation:
         max_active: int | None = None,
         failure_budget: JSON | None = None,
     ) -> Cohort:
-        actor = info.context.require("operator", "updateCohort")
+        actor = roles.require(info)
         parent = await info.context.engine.update_cohort(
             check_document_id(parent_id), activity, max_active=max_active,
             failure_budget=failure_budget, actor=actor)
@@ -195,7 +197,7 @@ class Mutation:
         where: CohortFilter | None = None,
         idempotency_key: str | None = None,
     ) -> BulkResult:
-        actor = info.context.require("operator", "redriveCohort")
+        actor = roles.require(info)
         return BulkResult.of(await info.context.engine.redrive_cohort(
             check_document_id(parent_id), activity,
             where=where.to_core() if where is not None else None,
@@ -216,7 +218,7 @@ class Mutation:
         params: JSON | None = None,
         idempotency_key: str | None = None,
     ) -> BulkResult:
-        actor = info.context.require("operator", "fireCohort")
+        actor = roles.require(info)
         return BulkResult.of(await info.context.engine.fire_cohort(
             check_document_id(parent_id), activity, child_activity, action,
             where=where.to_core() if where is not None else None,
@@ -234,7 +236,7 @@ class Mutation:
         reason: str | None = None,
         idempotency_key: str | None = None,
     ) -> BulkResult:
-        actor = info.context.require("operator", "abortCohort")
+        actor = roles.require(info)
         return BulkResult.of(await info.context.engine.abort_cohort(
             check_document_id(parent_id), activity,
             where=where.to_core() if where is not None else None, reason=reason,
@@ -253,7 +255,7 @@ class Mutation:
         reason: str | None = None,
         idempotency_key: str | None = None,
     ) -> BulkResult:
-        actor = info.context.require("operator", "cancelCohort")
+        actor = roles.require(info)
         return BulkResult.of(await info.context.engine.cancel_cohort(
             check_document_id(parent_id), activity,
             where=where.to_core() if where is not None else None, reason=reason,
@@ -261,7 +263,7 @@ class Mutation:
 
     @strawberry.mutation
     async def tick(self, info: KInfo, instance_id: strawberry.ID) -> OperationResult:
-        actor = info.context.require("operator", "tick")
+        actor = roles.require(info)
         return _result(await info.context.engine.tick(instance_id, actor=actor))
 
     @strawberry.mutation
@@ -273,7 +275,7 @@ class Mutation:
         reason: str | None = None,
         idempotency_key: str | None = None,
     ) -> OperationResult:
-        actor = info.context.require("admin", "setStage")
+        actor = roles.require(info)
         return _result(await info.context.engine.set_stage(
             instance_id, stage, reason=reason, idempotency_key=idempotency_key, actor=actor,
         ))  # fmt: skip
@@ -287,7 +289,7 @@ class Mutation:
         to: str | None = "active",
         idempotency_key: str | None = None,
     ) -> OperationResult:
-        actor = info.context.require("admin", "resetActivity")
+        actor = roles.require(info)
         return _result(await info.context.engine.reset_activity(
             instance_id, activity, to=to or "active", idempotency_key=idempotency_key,
             actor=actor,
@@ -303,7 +305,7 @@ class Mutation:
     async def put_document(
         self, info: KInfo, document: JSON, dataset: str | None = None
     ) -> JSON:
-        actor = info.context.require("operator", "putDocument")
+        actor = roles.require(info)
         body = _object(document, "document")
         if body is None:
             raise InvalidInput("document must be an object", argument="document")
@@ -337,7 +339,7 @@ class Mutation:
     async def delete_document(
         self, info: KInfo, id: strawberry.ID, dataset: str | None = None
     ) -> bool:
-        actor = info.context.require("operator", "deleteDocument")
+        actor = roles.require(info)
         lake = info.context.lake
         target = await _content_dataset(info, dataset, actor, create=False)
         doc_id = check_document_id(id)
@@ -369,7 +371,7 @@ async def _content_dataset(
     try:
         return await datasets.require(dataset)
     except DatasetNotFound:
-        if not create or dataset is None or not has_role(actor, "admin"):
+        if not create or dataset is None or not has_role(actor, roles.CREATE_DATASET):
             raise
         return await datasets.create(dataset)
 

@@ -13,6 +13,7 @@ import strawberry
 from kinflow.core.retention import PurgeFilter as Selection
 from kinflow.engine.retention import Purger
 from kinflow.errors import InvalidInput
+from kinflow.schema import roles
 from kinflow.schema.context import KInfo
 from kinflow.schema.scalars import DateTime
 from kinflow.timestamps import iso, parse_iso
@@ -58,7 +59,7 @@ class PurgeMutation:
         "only counts them."))
     async def purge_instances(self, info: KInfo, where: PurgeFilter,
                               dry_run: bool | None = True) -> PurgeResult:
-        info.context.require("admin", "purgeInstances")
+        roles.require(info)
         engine = info.context.engine
         purger = Purger(engine.lake, engine.dataset, faults=engine.faults)
         counts = await purger.purge(selection(where), engine.clock(),

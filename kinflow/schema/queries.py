@@ -13,11 +13,13 @@ from kinflow.core.state import INSTANCE_TYPE
 from kinflow.engine.registry_cache import registry_rows
 from kinflow.errors import InvalidInput
 from kinflow.gdr import check_document_id, format_gdr
+from kinflow.schema import listing
 from kinflow.schema.cohort_page import indexable, indexed, spawned
 from kinflow.schema.cohorts import check_activity, cohort_rows, cohort_window
 from kinflow.schema.context import KInfo
 from kinflow.schema.disconnect import unless_disconnected
-from kinflow.schema.results import InstanceConnection, decode_cursor, encode_cursor
+from kinflow.schema.evaluation import caller_key
+from kinflow.schema.results import InstanceConnection
 from kinflow.schema.scalars import JSON, jsonable
 from kinflow.schema.types import (
     Cohort,
@@ -93,8 +95,8 @@ class Query:
         first: int | None = 50,
         after: str | None = None,
         newest_first: Annotated[bool | None, strawberry.argument(
-            description="Descending ids: the newest first for started instances (time-ordered "
-            "ids); a child's id derives from its parent's, so children sort by id.",
+            description="The most recently started first (startedAt, then id, descending), "
+            "roots and children alike; otherwise ascending ids.",
         )] = False,
     ) -> InstanceConnection:
         limit = 50 if first is None else first
@@ -108,14 +110,14 @@ class Query:
                                       end_cursor=None), total_count=0)  # fmt: skip
         lake, dataset = info.context.lake, info.context.dataset
         total = await lake.count(query, dataset=dataset)
+        order = listing.NEWEST_FIRST if newest_first else listing.BY_ID
         page_query = dict(query)
         if after is not None:
-            cursor = decode_cursor(after)
-            if cursor is None:
+            narrowed = order.after(query, after)
+            if narrowed is None:
                 raise InvalidInput("after is not a cursor this API issued", after=after)
-            page_query["_id"] = {"$lt" if newest_first else "$gt": cursor}
-        docs = await lake.find(page_query, dataset=dataset,
-                               sort=[("_id", -1 if newest_first else 1)],
+            page_query = narrowed
+        docs = await lake.find(page_query, dataset=dataset, sort=order.sort,
                                limit=limit + 1) if limit else []  # fmt: skip
         page = docs[:limit]
         for doc in page:  # later fields of these nodes reuse what was just read
@@ -123,7 +125,7 @@ class Query:
         return InstanceConnection(
             nodes=[WorkflowInstance(doc=d) for d in page],
             page_info=PageInfo(has_next_page=len(docs) > limit,
-                               end_cursor=encode_cursor(page[-1]["_id"]) if page else None),
+                               end_cursor=order.cursor(page[-1]) if page else None),
             total_count=total,
         )  # fmt: skip
 
@@ -165,5 +167,5 @@ class Query:
             raise InvalidInput("params must be an object of parameter -> value")
         engine = await info.context.services.engine_over(dataset)
         # bounded, off the event loop, and cancelled if the client leaves (docs/security.md)
-        work = engine.query(query, dict(params or {}))
+        work = engine.query(query, dict(params or {}), caller=caller_key(info.context.actor))
         return jsonable(await unless_disconnected(info.context.request, work))

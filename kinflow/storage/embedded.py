@@ -64,6 +64,7 @@ __all__ = ["DAEMON", "STATE_FILE", "EmbeddedLake", "LakeState", "answering_pid",
            "pid_alive", "ping", "port_free", "read_state", "uri_for"]  # fmt: skip
 
 DAEMON = "secantusd-py"
+NO_LAKE_ENV = "KINFLOW_NO_EMBEDDED_LAKE"
 LOCKED_MARKER = "already being managed by another process"
 OPLOG_SECONDS = 900
 OPLOG_ENTRIES = 100_000
@@ -221,7 +222,15 @@ class EmbeddedLake:
 
         The parent-death signal is tied to the thread that forks, so a restart
         launches from the event loop's thread and only waits in a worker thread.
+        Refused under ``KINFLOW_NO_EMBEDDED_LAKE`` (a process that must use a given
+        MongoDB, or ``make unit``, which must not start a daemon).
         """
+        if os.environ.get(NO_LAKE_ENV, "").strip() not in ("", "0"):
+            raise ConfigurationError(
+                f"{NO_LAKE_ENV} is set: this process may not start the embedded lake "
+                "(set KINFLOW_MONGODB_URI to a MongoDB replica set)",
+                setting=NO_LAKE_ENV,
+            )
         self.lake_dir.mkdir(parents=True, exist_ok=True)
         config = self.data_dir / "secantusd.toml"
         config.write_text(config_text(self.cache_mib))

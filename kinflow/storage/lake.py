@@ -276,10 +276,12 @@ class Lake(LakeDatabase):
         now: datetime | None = None,
         budget: Budget | None = None,
         dataset: str | None = None,
+        caller: str | None = None,
     ) -> Any:
-        """Evaluate a GROQ query over one dataset (pushed down as a prefilter, then checked)."""
+        """Evaluate a GROQ query over one dataset (pushed down as a prefilter, then checked);
+        ``caller`` names the API caller it runs for (``None``: the engine)."""
         return await query_collection(self.collection(dataset), query, params=params,
-                                      now=now, budget=budget)  # fmt: skip
+                                      now=now, budget=budget, caller=caller)  # fmt: skip
 
     async def patch(
         self,

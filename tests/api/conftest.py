@@ -20,8 +20,6 @@ from starlette.testclient import TestClient
 from kinflow.http.app import create_app
 from kinflow.settings import Settings
 
-pytestmark = pytest.mark.lake
-
 ROOT = Path(__file__).resolve().parents[2]
 TOKENS = ("view-token-for-tests=vera:viewer,op-token-for-tests=otto:operator,"
           "admin-token-for-tests=ada:admin")

@@ -21,9 +21,12 @@ from tests.support import free_port, running
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.skipif(
-    bool(os.environ.get("KINFLOW_TEST_MONGODB_URI")), reason="make demo runs the embedded lake"
-)
+pytestmark = [
+    pytest.mark.lake,  # starts a daemon of its own
+    pytest.mark.skipif(
+        bool(os.environ.get("KINFLOW_TEST_MONGODB_URI")), reason="make demo runs the embedded lake"
+    ),
+]
 
 
 def readme_operations() -> list[str]:

@@ -16,9 +16,12 @@ from pymongo import MongoClient
 
 from tests.support import free_port, running
 
-pytestmark = pytest.mark.skipif(
-    bool(os.environ.get("KINFLOW_TEST_MONGODB_URI")), reason="embedded lake only"
-)
+pytestmark = [
+    pytest.mark.lake,  # starts a daemon of its own
+    pytest.mark.skipif(
+        bool(os.environ.get("KINFLOW_TEST_MONGODB_URI")), reason="embedded lake only"
+    ),
+]
 
 
 def _get(url: str) -> tuple[int, dict[str, object]]:

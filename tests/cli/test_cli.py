@@ -94,17 +94,18 @@ def test_lake_status_export_import(cli_env: str, tmp_path: Path) -> None:
     status, output = invoke(
         "lake", "import", "production", str(EXAMPLES / "content" / "articles.ndjson")
     )
-    assert status == 0 and "imported 5 documents" in output, output
+    assert status == 0 and output == "imported 5 documents into production\n", output
     status, output = invoke("lake", "status")
     assert status == 0 and "article" in output and cli_env in output, output
     target = tmp_path / "out.ndjson"
     status, output = invoke("lake", "export", "production", str(target))
-    assert status == 0 and "exported 5 documents" in output, output
+    assert status == 0 and output == f"exported 5 documents from production to {target}\n"
     lines = [json.loads(line) for line in target.read_text().splitlines()]
     assert sorted(d["_id"] for d in lines)[0] == "article-1"
     bad = tmp_path / "bad.ndjson"
-    bad.write_text('{"_id": "x", "_type": "t"}\nnot json\n')
-    refused(["lake", "import", "production", str(bad)], "invalid-input")
+    bad.write_text('{"_id": "x", "_type": "t"}\n{"_id": "y", "title": "unterminated}\n')
+    output = refused(["lake", "import", "production", str(bad)], "invalid-input")
+    assert "2 is not JSON: Unterminated string starting at column 23" in output, output
 
 
 def test_an_export_carries_the_registry_rows_and_restores_them(

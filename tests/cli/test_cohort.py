@@ -53,7 +53,7 @@ def test_cohort_prints_counts_rows_filters_and_redrives(cli_env: str, tmp_path: 
     assert status == 0, output
     assert "done 2" in output and "failed 1" in output, output
     assert set(rows_of(output)) == {"r0", "r1"}
-    assert "wordCount=42" in output and "succeeded" in output and "failed" in output
+    assert '{"wordCount":42,' in output and "succeeded" in output and "failed" in output
 
     status, output = invoke("cohort", parent, "translate", "--status", "done", "--redrive")
     assert status == 0, output

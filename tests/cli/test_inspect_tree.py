@@ -50,7 +50,7 @@ def test_inspect_draws_the_release_tree(cli_env: str) -> None:
     assert release in lines[0] and "ACTIVE" in lines[0] and "stage reviewing" in lines[0]
     assert "cohort reviews: 3 children: 2 active, 1 done, 0 aborted" in tree
     assert "row article-3: DONE stage approved" in tree
-    assert "cohort translate: 1 children: 0 active, 1 done, 0 aborted" in tree  # article-3
+    assert "cohort translate: 1 child: 0 active, 1 done, 0 aborted" in tree  # article-3
     assert "cohort translate: 3 children: 2 active, 1 done, 0 aborted" in tree  # article-1
     assert "cohort translate: 2 children: 2 active, 0 done, 0 aborted" in tree  # article-2
     assert "row de: DONE stage done" in tree and "row ja: ACTIVE stage translating" in tree

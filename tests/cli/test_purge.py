@@ -36,13 +36,13 @@ def test_purge_is_a_dry_run_until_yes(cli_env: str, tmp_path: Path) -> None:
         assert status == 0, output
     status, output = invoke("purge", "--before", "2999-01-01")
     assert status == 0, output
-    assert "dry run: would purge 1 families (3 instances)" in output
+    assert "dry run: would purge 1 family (3 instances)" in output
     assert "kinflow lake export" in output
     assert _groq(COUNT) == 3
     status, output = invoke("purge", "--before", "2999-01-01", "--definition", "other", "--yes")
     assert status == 0 and "purged 0 families" in output, output
     status, output = invoke("purge", "--before", "2999-01-01T00:00:00Z", "--yes")
-    assert status == 0 and "purged 1 families (3 instances)" in output, output
+    assert status == 0 and "purged 1 family (3 instances)" in output, output
     assert _groq(COUNT) == 0
 
 

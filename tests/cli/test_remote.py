@@ -44,7 +44,7 @@ def test_verbs_through_the_api(server: str) -> None:
     status, output = invoke("fire", review, "write", "submit", *remote)
     assert status == 0 and "stage review" in output, output
     status, tree = invoke("inspect", review, *remote)
-    assert status == 0 and "cohort translate: 1 children: 1 active, 0 done, 0 aborted" in tree
+    assert status == 0 and "cohort translate: 1 child: 1 active, 0 done, 0 aborted" in tree
     status, output = invoke("groq", "count(*[_type == 'kinflow.instance'])", *remote)
     assert status == 0 and output.strip() == "2", output
 

@@ -16,9 +16,12 @@ from pymongo import MongoClient
 from kinflow.errors import ConfigurationError
 from kinflow.storage.embedded import EmbeddedLake, _pid_alive
 
-pytestmark = pytest.mark.skipif(
-    bool(os.environ.get("KINFLOW_TEST_MONGODB_URI")), reason="embedded launcher only"
-)
+pytestmark = [
+    pytest.mark.lake,  # starts a daemon of its own
+    pytest.mark.skipif(
+        bool(os.environ.get("KINFLOW_TEST_MONGODB_URI")), reason="embedded launcher only"
+    ),
+]
 
 
 def _count(uri: str) -> int:

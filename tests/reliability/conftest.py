@@ -7,8 +7,6 @@ import random
 
 import pytest
 
-pytestmark = pytest.mark.lake
-
 
 @pytest.fixture
 def seed() -> int:

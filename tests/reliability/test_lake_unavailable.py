@@ -34,8 +34,11 @@ from kinflow.storage.keeper import LakeKeeper
 from kinflow.storage.lake import Lake
 from tests.support import free_port
 
-pytestmark = pytest.mark.skipif(bool(os.environ.get("KINFLOW_TEST_MONGODB_URI")),
-                                reason="embedded lake only")
+pytestmark = [
+    pytest.mark.lake,  # starts a daemon of its own
+    pytest.mark.skipif(bool(os.environ.get("KINFLOW_TEST_MONGODB_URI")),
+                       reason="embedded lake only"),
+]
 TIMEOUT = 1.5
 
 

@@ -27,6 +27,8 @@ pytestmark = pytest.mark.lake
 TOKENS = ("view-token-for-tests=vera:viewer,op-token-for-tests=otto:operator,"
           "admin-token-for-tests=ada:admin")
 ADMIN_ONLY = {"deployDefinitions", "setStage", "resetActivity", "purgeInstances"}
+"""Mutations an operator may not call (kinflow/schema/roles.py's admin entries; a test
+of tests/api/test_roles.py keeps the two and the sweep below in agreement)."""
 MUTATIONS: dict[str, str] = {
     "deployDefinitions": "deployDefinitions(definitions: [{}]) { definitions { name } }",
     "startInstance": "startInstance(definition: \"d\") { changed }",

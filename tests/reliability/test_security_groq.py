@@ -207,8 +207,8 @@ async def test_a_client_that_hangs_up_stops_the_query(
     budgets: list[Budget] = []
     original = Limits.groq_budget
 
-    def recording(self: Limits) -> Budget:
-        budget = original(self)
+    def recording(self: Limits, **kwargs: Any) -> Budget:
+        budget = original(self, **kwargs)
         budgets.append(budget)
         return budget
 
@@ -253,8 +253,8 @@ async def test_a_websocket_operation_completed_or_dropped_stops_the_query(
     budgets: list[Budget] = []
     original = Limits.groq_budget
 
-    def recording(self: Limits) -> Budget:
-        budget = original(self)
+    def recording(self: Limits, **kwargs: Any) -> Budget:
+        budget = original(self, **kwargs)
         budgets.append(budget)
         return budget
 

@@ -17,9 +17,12 @@ import pytest
 
 from tests.support import free_port, running
 
-pytestmark = pytest.mark.skipif(
-    bool(os.environ.get("KINFLOW_TEST_MONGODB_URI")), reason="embedded lake only"
-)
+pytestmark = [
+    pytest.mark.lake,  # starts a daemon of its own
+    pytest.mark.skipif(
+        bool(os.environ.get("KINFLOW_TEST_MONGODB_URI")), reason="embedded lake only"
+    ),
+]
 TOKENS = json.dumps({"a-long-enough-admin-token": {"id": "ops", "roles": ["admin"]}})
 
 

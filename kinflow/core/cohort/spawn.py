@@ -24,8 +24,10 @@ The spawner (``actions.Spawner``) turns each seed into a settled child and
 
 Child ids are deterministic (``child_id``): a hash of (parent id, stage entry
 key, activity, action, row key), so a retried or repaired spawn can never
-create a second child for a row. The child documents go on the mutation
-(``Mutation.creates``); the shell writes them in the parent's transaction.
+create a second child for a row. Their shape is the engine's alone
+(``owned.derived_child``: a caller may not start an instance with such an id).
+The child documents go on the mutation (``Mutation.creates``); the shell writes
+them in the parent's transaction.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from kinflow.core.errors import (
     SpawnRowIdentity,
 )
 from kinflow.core.history import record
+from kinflow.core.owned import CHILD_HASH_DIGITS, CHILD_PREFIX
 from kinflow.core.state import (
     INSTANCE_TYPE,
     Instance,
@@ -110,7 +113,7 @@ def child_id(parent_id: str, entry_key: str, activity: str, action: str, key: st
     """Deterministic child id; a same-visit respawn of a resolved key gets the next suffix,
     a redriven row's later attempts ``attempt_id`` of it."""
     material = "\x1f".join((parent_id, entry_key, activity, action, key)).encode()
-    base = "instance.c" + hashlib.sha256(material).hexdigest()[:24]
+    base = CHILD_PREFIX + hashlib.sha256(material).hexdigest()[:CHILD_HASH_DIGITS]
     candidate, n = base, 1
     while candidate in taken:
         n += 1
