@@ -117,7 +117,7 @@ async def one_size(uri: str, settings: Settings, size: int, callers: int) -> Row
 
         started = time.perf_counter()
         await asyncio.gather(*(caller() for _ in range(callers)))
-        await engine.settle_propagation()
+        await engine.maintenance.settle_propagation()
         parent = await engine.get_instance(parent_id)
         if parent.currentStage != "over":  # not expected; a tick would be the heartbeat's
             parent = (await engine.tick(parent_id)).instance
@@ -125,7 +125,7 @@ async def one_size(uri: str, settings: Settings, size: int, callers: int) -> Row
         assert parent.currentStage == "over", parent.currentStage
         assert all(row.resolved is not None for row in parent.subworkflows)
         return Row(size, spawn, settle, counter.target_writes, counter.total / size,
-                   engine.propagator.rounds)
+                   engine.driver.propagator.rounds)
     finally:
         await client_with_listener.drop_database(lake.database)
         await client_with_listener.close()

@@ -70,7 +70,7 @@ async def run(uri: str, rows: int, finish: int, repeat: int) -> list[tuple[str, 
     started = (await engine.get_instance(parent_id)).subworkflows
     for row in [r for r in started if not r.queued][:finish]:
         await engine.fire_action(row.child_id, "task", "finish")
-    store = engine.transact.rows
+    store = engine.rows
     chunks = Chunks(store.lake, store.collection)
     doc = await lake.get(parent_id)
     assert doc is not None

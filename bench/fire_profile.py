@@ -171,12 +171,12 @@ async def run(size: int, fires: int, fire_text: str, top: int, callers: str, onl
                 raise SystemExit(f"spawned {len(children)} of {size}")
             for child in children[:3]:  # warm the caches a long-lived server has
                 await gql(http, fire_text, {"id": child})
-            await engine.settle_propagation()
+            await engine.maintenance.settle_propagation()
             plain = await fire_batch(http, commands, children[3:3 + fires], fire_text, None)
             floor = await fire_batch(http, commands, children[3:3 + fires], FLOOR, None)
             profiled = await fire_batch(http, commands, children[3 + fires:3 + 2 * fires],
                                         fire_text, profile)
-            await engine.settle_propagation()
+            await engine.maintenance.settle_propagation()
     print(f"\nsequential child fires in a {size:,}-child cohort (in process, ASGI transport; "
           f"load {os.getloadavg()[0]:.2f})")
     plain.report(f"{fires} fires")

@@ -207,7 +207,7 @@ async def run(uri: str, count: int, batch: int, repeat: int) -> None:
         past = iso(datetime.now(UTC) - timedelta(minutes=1))
         await lake.collection().update_many({"_type": "kinflow.instance"},
                                             {"$set": {"nextEvaluationAt": past}})
-        due = await timed("due query alone", engine.due_instances(limit=batch))
+        due = await timed("due query alone", engine.maintenance.due_instances(limit=batch))
         assert len(due) == batch
         report = await passes(f"due pass ({batch} ticks)", worker, reads, repeat)
         print(f"  last pass ticked {len(report.of('tick'))}, failed {len(report.failed)}")

@@ -136,6 +136,7 @@ class Worker:
         concurrency: int = 8,
     ) -> None:
         self.engine = engine
+        self.maintenance = engine.maintenance  # the heartbeat's port (engine/maintenance.py)
         self.lake = engine.lake
         self.worker_id = worker_id or f"worker-{secrets.token_hex(4)}"
         self.actor = Actor.system(self.worker_id)
@@ -203,18 +204,18 @@ class Worker:
                           Callable[[str], Awaitable[bool]], Callable[[str], Awaitable[Any]]]] = [
             ("materialise", lambda seen: self._flagged("materialising", seen, stale),
              self._materialise_owed,
-             lambda i: self.engine.finish_materialising(i, actor=self.actor)),
+             lambda i: self.maintenance.finish_materialising(i, actor=self.actor)),
             ("bulk", lambda seen: self._flagged("owesBulk", seen, stale),
-             self._bulk_owed, lambda i: self.engine.finish_bulk(i, actor=self.actor)),
+             self._bulk_owed, lambda i: self.maintenance.finish_bulk(i, actor=self.actor)),
             ("drain", lambda seen: self._flagged("owesAborts", seen),
              lambda i: self._owed(i, {"owesAborts": True}),
-             lambda i: self.engine.repair(i, actor=self.actor)),
+             lambda i: self.maintenance.repair(i, actor=self.actor)),
             ("cancel", lambda seen: self._flagged("owesCancels", seen),
              lambda i: self._owed(i, {"owesCancels": True}),
-             lambda i: self.engine.repair(i, actor=self.actor)),
+             lambda i: self.maintenance.repair(i, actor=self.actor)),
             ("propagate", lambda seen: self._parents(stale, seen),
-             lambda i: self._owed_parent(i, stale), self.engine.propagate_to),
-            ("tick", lambda seen: self.engine.due_instances(limit=self.batch, exclude=seen),
+             lambda i: self._owed_parent(i, stale), self.maintenance.propagate_to),
+            ("tick", lambda seen: self.maintenance.due_instances(limit=self.batch, exclude=seen),
              lambda i: self._owed(i, {"nextEvaluationAt": {"$lte": iso(now)},
                                       "completedAt": None}),
              lambda i: self.engine.tick(i, actor=self.actor)),
@@ -379,13 +380,13 @@ class Worker:
     async def _materialise_owed(self, instance_id: str) -> bool:
         # a spawn this process is still materialising is not a crash's leftover:
         # rebuilding its children meanwhile would do the whole spawn twice
-        if instance_id in self.engine.materialising_now:
+        if instance_id in self.maintenance.materialising_now:
             return False
         return await self._owed(instance_id, {"materialising": True})
 
     async def _bulk_owed(self, instance_id: str) -> bool:
         # a bulk call this process is still running is not a crash's leftover
-        if instance_id in self.engine.bulk_now:
+        if instance_id in self.maintenance.bulk_now:
             return False
         return await self._owed(instance_id, {"owesBulk": True})
 
@@ -424,4 +425,4 @@ class Worker:
         # every effect that runs)
         drained = await self.engine.drain_effects(instance_id, actor=self.actor)
         if drained.skipped:
-            await self.engine.sweep_stale_claims(instance_id, actor=self.actor)
+            await self.maintenance.sweep_stale_claims(instance_id, actor=self.actor)

@@ -78,10 +78,10 @@ def check_declared(parent: dict[str, Any], activity: str) -> None:
 async def _local_cohort(backend: LocalBackend, parent_id: str, activity: str, first: int,
                         where: CohortFilter | None) -> dict[str, Any]:
     engine = backend.engine
-    parent = await engine.lake.get(parent_id)
+    parent = await engine.document(parent_id)
     if parent is None:
         raise InstanceNotFound(f"no instance {parent_id!r}", instanceId=parent_id)
-    found = await indexed(engine.transact.rows, engine.limits, parent, activity)
+    found = await indexed(engine.rows, engine.limits, parent, activity)
     last: Row | None
     if found is not None:
         source, last = found

@@ -6,7 +6,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from kinflow.cli.backends import Backend, LocalBackend, RemoteBackend
-from kinflow.engine.parking import Parking
 
 QUERY = """query($ids: [ID!]) { parkedInstances(ids: $ids, first: 1000) {
   instanceId kind code message until failures } }"""
@@ -22,6 +21,6 @@ async def parked_views(backend: Backend, ids: Iterable[str]) -> dict[str, dict[s
         return {str(p["instanceId"]): dict(p) for p in found}
     assert isinstance(backend, LocalBackend)
     engine = backend.engine
-    listed = await Parking(engine.lake, engine.dataset).listed(wanted, limit=len(wanted))
+    listed = await engine.parked(wanted, limit=len(wanted))
     return {p.instance: {"kind": p.kind, "code": p.code, "message": p.message,
                          "until": p.until, "failures": p.failures} for p in listed}

@@ -42,7 +42,6 @@ def parse_moment(text: str) -> str:
 async def purge_on(backend: Backend, where: PurgeFilter, dry_run: bool) -> dict[str, Any]:
     """``{dryRun, roots, instances}`` from whichever backend the command opened."""
     from kinflow.cli.backends import LocalBackend, RemoteBackend
-    from kinflow.engine.retention import Purger
 
     if isinstance(backend, RemoteBackend):
         variables = {"w": {"finishedBefore": where.finished_before,
@@ -50,8 +49,7 @@ async def purge_on(backend: Backend, where: PurgeFilter, dry_run: bool) -> dict[
         return dict((await backend.call(MUTATION, variables))["purgeInstances"])
     assert isinstance(backend, LocalBackend)
     engine = backend.engine
-    counts = await Purger(engine.lake, engine.dataset).purge(where, engine.clock(),
-                                                             dry_run=dry_run)
+    counts = await engine.purge(where, dry_run=dry_run)
     return {"dryRun": counts.dry_run, "roots": counts.roots, "instances": counts.instances}
 
 

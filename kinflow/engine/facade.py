@@ -11,7 +11,6 @@ creates the children a large spawn could not create in its transaction,
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -27,17 +26,20 @@ from kinflow.core.errors import InstanceNotFound
 from kinflow.core.gates import Verdict
 from kinflow.core.mutation import Mutation
 from kinflow.core.owned import check_instance_id
+from kinflow.core.retention import PurgeCounts, PurgeFilter
 from kinflow.core.state import Instance
 from kinflow.engine import drain, ids
 from kinflow.engine.bulk import BulkRunner
 from kinflow.engine.driving import Driver, OperationResult
 from kinflow.engine.faults import Faults
 from kinflow.engine.indexes import ENGINE_INDEXES
+from kinflow.engine.maintenance import Maintenance
 from kinflow.engine.materialise import Materialiser
 from kinflow.engine.owing_hint import fold_repair_flags
-from kinflow.engine.parking import unpark
-from kinflow.engine.propagation import Propagator
+from kinflow.engine.parking import Parked, Parking, unpark
 from kinflow.engine.reads import DeployOutcome, Reader
+from kinflow.engine.retention import Purger
+from kinflow.engine.rowstore import RowStore
 from kinflow.engine.transact import Clock, Planner, Transactor
 from kinflow.errors import DocumentExists
 from kinflow.storage.lake import Lake
@@ -74,24 +76,13 @@ class Engine:
         self.transact = Transactor(lake, self.dataset, clock=clock, limits=self.limits,
                                    new_key=new_key, faults=self.faults,
                                    after_commit=self._after_commit)
-        self.materialiser = Materialiser(self.transact, self._batch)
+        self.materialiser = Materialiser(self.transact)
         self.driver = Driver(self.transact, propagation=propagation)
         self.reads = Reader(self.transact)
         self.bulk = BulkRunner(self.transact, self.driver)
+        self.maintenance = Maintenance(self.transact, self.driver, self.materialiser,
+                                       self.bulk, self.reads)
         self._ready = False
-
-    @property
-    def propagator(self) -> Propagator:
-        return self.driver.propagator
-
-    @property
-    def materialising_now(self) -> set[str]:
-        """Parents whose children this process is creating (the heartbeat skips them)."""
-        return self.materialiser.now
-
-    @property
-    def _kept(self) -> OrderedDict[str, Instance]:
-        return self.transact.kept
 
     async def ensure_ready(self) -> None:
         """Declare the engine's indexes and create the dataset (idempotent)."""
@@ -184,6 +175,7 @@ class Engine:
 
     async def tick(self, instance_id: str, *, actor: Actor | None = None) -> OperationResult:
         """Re-evaluate: un-park, drain owed aborts, stamp what children did, cascade, propagate."""
+        await self.ensure_ready()
         actor = actor or Actor.system()
         state = await self.transact.load(instance_id, None)
         await unpark(self.lake, self.dataset, instance_id)  # a tick is "try again now"
@@ -281,12 +273,8 @@ class Engine:
 
     async def _verb(self, instance_id: str, name: str, actor: Actor | None, planner: Planner,
                     *, cascade: bool = True) -> OperationResult:
+        await self.ensure_ready()
         return await self.driver.verb(instance_id, name, actor, planner, cascade=cascade)
-
-    async def _commit(self, instance_id: str, name: str, actor: Actor, planner: Planner
-                      ) -> Mutation:
-        """One transaction: load, plan, fenced write (retried by the lake on conflict)."""
-        return await self.transact.commit(instance_id, planner, verb=name, actor=actor)
 
     # ------------------------------------------------------------ effects
 
@@ -311,61 +299,11 @@ class Engine:
         token: str = mutation.result.claimToken
         return token
 
-    async def sweep_stale_claims(self, instance_id: str, *, actor: Actor | None = None) -> int:
-        """Release every expired effect claim of one instance; returns how many."""
-        mutation = await self.transact.commit(instance_id, verbs.plan_sweep,
-                                              verb="sweepStaleClaims",
-                                              actor=actor or Actor.system(), attempts=5)
-        released: int = mutation.result
-        return released
-
     # ------------------------------------------------------------ subworkflows
 
     async def _after_commit(self, mutation: Mutation) -> None:
         await self.materialiser.after_commit(mutation)
 
-    async def _batch(self, documents: list[dict[str, Any]]) -> None:
-        await self._insert_missing(documents)
-
-    async def _insert_missing(self, documents: list[dict[str, Any]]) -> None:
-        await self.materialiser.insert_missing(documents)
-
-    async def finish_materialising(self, parent_id: str, *, actor: Actor | None = None) -> int:
-        """Create the children a large spawn registered but a crash left uncreated."""
-        return await self.materialiser.finish(await self.transact.load(parent_id, None),
-                                              actor or Actor.system())
-
-    @property
-    def bulk_now(self) -> set[str]:
-        """Parents with a bulk cohort call running in this process (the heartbeat skips
-        them)."""
-        return self.bulk.now
-
-    async def finish_bulk(self, parent_id: str, *, actor: Actor | None = None) -> int:
-        """Finish the bulk cohort calls a crash interrupted between batches (engine/bulk.py)."""
-        return await self.bulk.finish(parent_id, actor or Actor.system())
-
-    async def repair(self, instance_id: str, *, actor: Actor | None = None) -> Instance:
-        """Finish what a crash left owed on one instance: drain owed aborts, make owed
-        cancel requests, propagate.
-
-        The heartbeat calls this for terminal instances (an aborted parent whose
-        drain was interrupted); in-flight ones are repaired by ``tick``.
-        """
-        actor = actor or Actor.system()
-        instance = await self.transact.load(instance_id, None)
-        instance = await self.driver.drain_condemned(instance, actor)
-        instance = await self.driver.drain_cancels(instance, actor)
-        await self.driver.after(instance)
-        return instance
-
-    async def propagate_to(self, parent_id: str) -> None:
-        """Run a propagation round on ``parent_id`` (stamp owed rows, cascade, go up)."""
-        await self.propagator.request(parent_id)
-
-    async def settle_propagation(self) -> None:
-        """Wait until no propagation round is running in this process (background mode)."""
-        await self.propagator.idle()
 
     # ------------------------------------------------------------ reads
 
@@ -378,6 +316,25 @@ class Engine:
         """A stored instance document as readers see it: its registry rows and whole
         history put back from their own documents (memoised by ``_rev``)."""
         return await self.transact.rows.assemble(document, session)
+
+    async def document(self, instance_id: str) -> dict[str, Any] | None:
+        """The stored instance document as it is (registry rows not put back), or ``None``."""
+        return await self.lake.get(instance_id, dataset=self.dataset)
+
+    @property
+    def rows(self) -> RowStore:
+        """The registry chunks beside this dataset (cohort pages read them by chunk)."""
+        return self.transact.rows
+
+    async def parked(self, ids: list[str] | None = None, *, limit: int = 100) -> list[Parked]:
+        """Instances the heartbeat parked (``ids``: only those), most recent first."""
+        return await Parking(self.lake, self.dataset).listed(ids, limit=limit)
+
+    async def purge(self, where: PurgeFilter, *, dry_run: bool = True) -> PurgeCounts:
+        """Purge (or count, on a dry run) the finished families ``where`` selects
+        (docs/retention.md)."""
+        return await Purger(self.lake, self.dataset, faults=self.faults).purge(
+            where, self.clock(), dry_run=dry_run)
 
     async def available_actions(self, instance_id: str, *, actor: Actor | None = None
                                 ) -> list[Verdict]:
@@ -399,11 +356,6 @@ class Engine:
     async def instances_for_document(self, gdr: str) -> list[Instance]:
         """In-flight instances whose reference fields point at ``gdr`` (a GDR or bare id)."""
         return await self.reads.instances_for_document(gdr)
-
-    async def due_instances(self, *, limit: int = 100, exclude: list[str] | None = None
-                            ) -> list[str]:
-        """Ids of in-flight instances whose ``nextEvaluationAt`` has passed (for a heartbeat)."""
-        return await self.reads.due_instances(limit=limit, exclude=exclude)
 
     async def react_to_document_change(self, gdr: str, *, actor: Actor | None = None
                                        ) -> list[OperationResult]:

@@ -40,10 +40,10 @@ async def existing_ids(lake: Lake, dataset: str, ids: Sequence[str],
 class Materialiser:
     """Creates the overflow of a spawn; remembers which parents it is creating now."""
 
-    def __init__(self, transact: Transactor,
-                 insert: Callable[[list[dict[str, Any]]], Awaitable[None]]) -> None:
+    def __init__(self, transact: Transactor) -> None:
         self.transact = transact
-        self.insert = insert  # one batch (the engine's, so tests can hold a batch)
+        # one batch of children (an attribute, so a test can hold a batch back)
+        self.insert: Callable[[list[dict[str, Any]]], Awaitable[None]] = self.insert_missing
         # parents whose children this process is creating right now: the heartbeat
         # leaves them alone (a large spawn outlives its grace period)
         self.now: set[str] = set()

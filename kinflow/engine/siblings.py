@@ -16,6 +16,6 @@ from kinflow.engine.facade import Engine
 def sibling(engine: Engine, dataset: str) -> Engine:
     """An engine over ``dataset`` with ``engine``'s handlers, clock, limits and propagation."""
     other = Engine(engine.lake, dataset=dataset, clock=engine.clock, limits=engine.limits,
-                   propagation=engine.propagator.mode)
+                   propagation=engine.driver.propagator.mode)
     other.handlers = engine.handlers
     return other

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import strawberry
 
-from kinflow.engine.parking import Parked, Parking
+from kinflow.engine.parking import Parked
 from kinflow.errors import InvalidInput
 from kinflow.gdr import check_document_id
 from kinflow.schema.context import KInfo
@@ -52,5 +52,5 @@ class ParkingQuery:
             raise InvalidInput(f"at most {MAX_PARKED} ids", argument="ids", limit=MAX_PARKED)
         engine = info.context.engine
         wanted = None if ids is None else [check_document_id(str(i)) for i in ids]
-        found = await Parking(engine.lake, engine.dataset).listed(wanted, limit=first)
+        found = await engine.parked(wanted, limit=first)
         return [ParkedInstance.of(p) for p in found]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import strawberry
 
 from kinflow.core.retention import PurgeFilter as Selection
-from kinflow.engine.retention import Purger
 from kinflow.errors import InvalidInput
 from kinflow.schema import roles
 from kinflow.schema.context import KInfo
@@ -61,8 +60,7 @@ class PurgeMutation:
                               dry_run: bool | None = True) -> PurgeResult:
         roles.require(info)
         engine = info.context.engine
-        purger = Purger(engine.lake, engine.dataset, faults=engine.faults)
-        counts = await purger.purge(selection(where), engine.clock(),
+        counts = await engine.purge(selection(where),
                                     dry_run=dry_run is not False)  # null: a dry run too
         return PurgeResult(dry_run=counts.dry_run, roots=counts.roots,
                            instances=counts.instances)

@@ -144,7 +144,7 @@ class Query:
         engine = await info.context.services.engine_over(parent.get("dataset"))
         if action is None and current_only and indexable(parent):
             # counts from the parent's summary, rows read by page (schema/cohort_page.py)
-            found = await indexed(engine.transact.rows, engine.limits, parent, activity)
+            found = await indexed(engine.rows, engine.limits, parent, activity)
             if found is not None:
                 source, last = found
                 return Cohort.indexed(source, last, cohort_window(parent, activity, [last]))

@@ -42,7 +42,7 @@ async def test_an_extra_datasets_engine_has_the_default_engines_handlers_and_lim
                         tokens=TokenTable({}))
     other = services.engine_for("other")
     assert other.dataset == "other" and other is services.engine_for("other")
-    assert other.limits.cascade_moves == 7 and other.propagator.mode == "inline"
+    assert other.limits.cascade_moves == 7 and other.driver.propagator.mode == "inline"
     assert other.clock is engine.clock
     await other.deploy([PINGING])
     iid = (await other.start_instance("pinging")).instance.id_

@@ -34,9 +34,9 @@ class ChunkReads:
     """Counts the row chunks the lake hands the API (wraps ``Lake.find``/``get_many``)."""
 
     def __init__(self, engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.collection = engine.transact.rows.collection
+        self.collection = engine.rows.collection
         self.chunks = 0
-        lake = engine.transact.rows.lake
+        lake = engine.rows.lake
         find, get_many = lake.find, lake.get_many
 
         async def counted_find(filter_: Any, **kwargs: Any) -> list[dict[str, Any]]:
@@ -74,7 +74,7 @@ async def every_row(engine: Engine, parent_id: str) -> list[Row]:
 
 
 async def source(engine: Engine, parent_id: str) -> CohortSource:
-    found = await indexed(engine.transact.rows, engine.limits,
+    found = await indexed(engine.rows, engine.limits,
                           await parent_doc(engine, parent_id), "translate")
     assert found is not None
     return found[0]

@@ -255,7 +255,7 @@ async def test_a_due_instance_behind_sixty_held_leases_is_still_ticked(
             await engine.lake.create({"_id": f"lease.tick.{iid}", "_type": LEASE_TYPE,
                                       "holder": "elsewhere", "expiresAt": until},
                                      dataset=leases)
-    due = await engine.due_instances(limit=50)
+    due = await engine.maintenance.due_instances(limit=50)
     assert target not in due  # the first page is all blocked
     report = await Worker(engine, worker_id="w", grace_seconds=0, batch=50).run_pass()
     squatted = blocked[::10]  # taken over: a squat is not a lease anyone holds

@@ -26,14 +26,14 @@ async def test_a_kept_parent_is_read_again_after_another_process_wrote_it(
     assert len(children) == SIZE
 
     await here.fire_action(children[0], "task", "finish")  # a round here keeps the parent
-    await here.settle_propagation()
-    assert parent_id in here._kept
+    await here.maintenance.settle_propagation()
+    assert parent_id in here.transact.kept
 
     edited = ["row-000", "edited"]  # another process writes the parent meanwhile
     await elsewhere.edit_field(parent_id, "items", [{"name": n} for n in edited])
 
     await here.fire_action(children[1], "task", "finish")
-    await here.settle_propagation()
+    await here.maintenance.settle_propagation()
     stored = await here.get_instance(parent_id)
     value = next(f.value for f in stored.fields if f.name == "items")
     assert [entry["name"] for entry in value] == edited  # not reverted by a stale copy
@@ -53,7 +53,7 @@ async def test_the_heartbeat_leaves_alone_a_spawn_this_process_is_materialising(
     started = await engine.start_instance("p", fields=items("a", "b", "c", "d", "e"))
     parent_id = started.instance.id_
     held, release = asyncio.Event(), asyncio.Event()
-    insert = engine._insert_missing
+    insert = engine.materialiser.insert
     built: list[str] = []
 
     async def slow_insert(documents: list[dict[str, Any]]) -> None:
@@ -62,7 +62,7 @@ async def test_the_heartbeat_leaves_alone_a_spawn_this_process_is_materialising(
         await release.wait()  # the spawn's batches take longer than the grace period
         await insert(documents)
 
-    engine._insert_missing = slow_insert  # type: ignore[method-assign]
+    engine.materialiser.insert = slow_insert  # type: ignore[method-assign]
     spawning = asyncio.create_task(engine.fire_action(parent_id, "go", "go"))
     await asyncio.wait_for(held.wait(), 30)
     # before: the pass rebuilt the children itself (and here waited on the held batch)

@@ -16,8 +16,8 @@ async def test_clearing_hints_to_a_vanished_parent_gives_children_a_new_rev(
 ) -> None:
     loaded = await lake.create({"_id": "child", "_type": "kinflow.instance",
                                 "propagateTo": "gone", "propagateToken": "t1"})  # fmt: skip
-    await engine.propagate_to("gone")
-    await engine.settle_propagation()
+    await engine.maintenance.propagate_to("gone")
+    await engine.maintenance.settle_propagation()
     after = await lake.get("child")
     assert after is not None and "propagateTo" not in after and "propagateToken" not in after
     assert after["_rev"] != loaded["_rev"]

@@ -136,7 +136,7 @@ async def test_the_background_round_stamps_outcome_and_outputs(engine: Engine) -
     ids = {r["rowKey"]: r["_id"] for r in rows(p).values()}
     await background.fire_action(ids["a"], "task", "finish", params={"words": 5})
     await background.fire_action(ids["b"], "task", "give-up")
-    await background.propagator.idle()
+    await background.maintenance.settle_propagation()
     p = await background.get_instance(p.id_)
     assert {k: (r["outcome"], r["outputs"]) for k, r in rows(p).items()} == {
         "a": ("succeeded", {"wordCount": 5, "item": "a"}),

@@ -304,7 +304,7 @@ async def test_a_row_spawned_before_handoffs_were_kept_is_refused_alone(
     await fail(engine, first["b"])
     # the row of "a" as an engine before this change stored it: no handoff
     await lake.update_many({"parent": p.id_, "chunk": 0}, {"$unset": {"rows.0.handoff": ""}},
-                           dataset=engine.transact.rows.collection, now=clock())
+                           dataset=engine.rows.collection, now=clock())
     fresh = Engine(lake, clock=clock)  # nothing cached from before the edit
     await fresh.ensure_ready()
     result = await fresh.redrive_cohort(p.id_, "translate")

@@ -135,7 +135,7 @@ async def test_effect_refusals(engine: Engine, iid: str) -> None:
     await engine.claim_effect(iid, key, actor=ALICE)
     with pytest.raises(ContractViolation):
         await engine.claim_effect(iid, key, actor=BOB)
-    assert await engine.sweep_stale_claims(iid) == 0
+    assert await engine.maintenance.sweep_stale_claims(iid) == 0
 
 
 async def test_admin_refusals(engine: Engine, iid: str) -> None:
@@ -151,7 +151,7 @@ async def test_admin_refusals(engine: Engine, iid: str) -> None:
     with pytest.raises(InstanceNotFound):
         await engine.abort_instance("instance.missing")
     with pytest.raises(InstanceNotFound):
-        await engine.sweep_stale_claims("instance.missing")
+        await engine.maintenance.sweep_stale_claims("instance.missing")
     assert await unchanged(engine, iid, before)
 
 

@@ -383,8 +383,8 @@ async def test_scenario_35_a_crash_mid_drain(engine: Engine) -> None:
     with pytest.raises(InjectedFault):
         await engine.abort_instance(p.id_)
     c1 = p.subworkflows[0].child_id
-    await engine._commit(c1, "abortInstance", Actor.system(),  # a drain that got this far
-                         lambda s, c: plan_abort(s, AbortInstance("x"), c))
+    await engine.transact.commit(c1, lambda s, c: plan_abort(s, AbortInstance("x"), c),
+                                 verb="abortInstance", actor=Actor.system())  # a drain got this far
     await engine.tick(p.id_)
     p = await engine.get_instance(p.id_)
     assert all(row.resolved and row.resolved.aborted for row in p.subworkflows)

@@ -23,10 +23,10 @@ async def test_time_gate_is_due_and_moves_on_tick(engine: Engine, clock: Clock) 
     iid = started.instance.id_
     assert started.next_evaluation_at is not None
     assert started.next_evaluation_at.startswith("2026-01-01T13:00:00")
-    assert await engine.due_instances() == []
+    assert await engine.maintenance.due_instances() == []
     clock.advance(hours=2)
-    assert await engine.due_instances() == [iid]
+    assert await engine.maintenance.due_instances() == [iid]
     ticked = await engine.tick(iid)
     assert ticked.instance.currentStage == "overdue" and ticked.cascaded == 1
     assert ticked.next_evaluation_at is None
-    assert await engine.due_instances() == []
+    assert await engine.maintenance.due_instances() == []
