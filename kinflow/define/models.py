@@ -1,7 +1,7 @@
 """The stored definition tree, as pydantic models.
 
-This module owns the *stored* shape of a workflow definition (engine-model
-§2.2-2.10 minus guards and the LATER features of SCOPE.md): every key the
+This module owns the *stored* shape of a workflow definition (docs/engine.md#definitions;
+there are no guards): every key the
 engine interprets, nothing else. Parsing is strict: an unknown key anywhere is
 an error, so a typo in a definition is refused at deploy instead of being
 silently ignored. The authoring shorthand is not accepted here; ``expand``

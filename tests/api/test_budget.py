@@ -1,5 +1,5 @@
 """The failure budget through the API: ``Cohort.budget``, ``updateCohort(failureBudget)``,
-rows' ``abortReason``, and the refusals (COHORT-CONTROL.md, issue 15)."""
+rows' ``abortReason``, and the refusals."""
 
 from __future__ import annotations
 
