@@ -31,6 +31,7 @@ from strawberry.types.unset import UNSET
 from kinflow.errors import KinflowError
 from kinflow.http_guards import error_body
 from kinflow.schema.context import Context
+from kinflow.ws_quiet import CheckedFrames
 
 JSON_TYPE = "application/json"
 
@@ -148,7 +149,7 @@ class _AnyOperation:
             root_value=root_value, operation_name=operation_name)
 
 
-class LegacyProtocolHandler(BaseGraphQLWSHandler[Context, None]):
+class LegacyProtocolHandler(CheckedFrames, BaseGraphQLWSHandler[Context, None]):
     """``graphql-ws`` (subscriptions-transport-ws) running queries and mutations too.
 
     A query or mutation sent with ``start`` gets one ``data`` message and then

@@ -120,6 +120,10 @@ __all__ = [
 ]
 
 
+#: the largest number a GraphQL ``Int`` carries: a stored setting above it breaks every read
+GRAPHQL_INT_MAX = 2**31 - 1
+
+
 class Effect(Stored):
     name: str
     title: str | None = None
@@ -155,7 +159,7 @@ class DefinitionRef(Stored):
 class FailureBudget(Stored):
     """``spawn.failureBudget``: exactly one of ``count`` or ``percent`` (core/budget.py)."""
 
-    count: Annotated[int, Field(strict=True, ge=0)] | None = None
+    count: Annotated[int, Field(strict=True, ge=0, le=GRAPHQL_INT_MAX)] | None = None
     percent: Annotated[float, Field(gt=0, le=100)] | None = None
 
 
@@ -168,7 +172,7 @@ class SpawnBlock(Stored):
     # what a cancellation of the parent does to the child (core/cancellation.py)
     onCancel: Literal["cancel", "abort", "detach"] | None = None
     # the window: at most this many children of the cohort live at once (core/window.py)
-    maxActive: Annotated[int, Field(strict=True, ge=1)] | None = None
+    maxActive: Annotated[int, Field(strict=True, ge=1, le=GRAPHQL_INT_MAX)] | None = None
     # the failure budget and what exceeding it does (core/budget.py)
     failureBudget: FailureBudget | None = None
     onBudgetExceeded: Literal["abort-rest", "cancel-rest", "continue"] | None = None
