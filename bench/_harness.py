@@ -1,6 +1,6 @@
 """What the benchmarks share: a lake to measure on, a rate loop, a ratio table.
 
-Benchmarks run as scripts (``python bench/x.py``), so this module is imported
+Benchmarks run as scripts (``python bench/<name>.py``), so this module is imported
 as a sibling: ``from _harness import ...``.
 """
 

@@ -1,7 +1,7 @@
 """What benchmarks that start ``kinflow serve`` share: launching it, a port, lake state, RSS, CPU.
 
 Imported as a sibling (``from _process import ...``) by scripts run as
-``python bench/x.py``; it imports nothing of kinflow, so a benchmark measures
+``python bench/<name>.py``; it imports nothing of kinflow, so a benchmark measures
 the server it starts, not code loaded in its own process.
 """
 

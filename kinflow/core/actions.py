@@ -1,4 +1,4 @@
-"""Firing one action: the event every behaviour hangs off (§2.5).
+"""Firing one action: the event every behaviour hangs off.
 
 This module owns the order of an action's effects on the instance, for
 caller-fired and cascade-fired actions alike: append ``actionFired``, run

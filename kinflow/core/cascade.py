@@ -1,4 +1,4 @@
-"""The cascade: state-triggered changes applied to a fixed point (§4.7).
+"""The cascade: state-triggered changes applied to a fixed point.
 
 This module owns convergence, in h11's pattern: an event (a fired action, an
 edit, a completed effect) changes the state; then the rules below run until

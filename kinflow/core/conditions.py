@@ -1,6 +1,6 @@
 """Conditions: render a site's variables, evaluate GROQ, classify the outcome.
 
-This module owns engine-model §4.11-4.12 at run time: which variables a site
+This module owns conditions at run time: which variables a site
 binds (the table lives in ``kinflow.define.sites`` so deploy checks the same
 rules), how ``$fields`` is rendered (workflow, then stage, then activity
 entries overlay; singular references dereference into snapshot documents),

@@ -1,6 +1,6 @@
 """Deploy planning: a batch of authored definitions -> documents to create.
 
-This module owns the deploy pipeline of engine-model §2.14 minus the I/O:
+This module owns the deploy pipeline (docs/engine.md#definitions) minus the I/O:
 validate every definition (all problems into one ``definition-invalid``),
 check duplicate names, order the batch children-first over unpinned spawn
 references (refusing cycles), check the spawn contracts against the batch and

@@ -1,4 +1,4 @@
-"""Effects: external work queued inside a commit, claimed, run, completed (§2.9, §4.6).
+"""Effects: external work queued inside a commit, claimed, run, completed.
 
 This module owns the pending-effect rows and their lifecycle on the
 instance: queueing (bindings evaluated after the action's ops, static

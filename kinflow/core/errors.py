@@ -1,4 +1,4 @@
-"""The engine's refusals, one class per stable code (GRAPHQL.md error codes).
+"""The engine's refusals, one class per stable code (README.md#limits-and-error-codes).
 
 Every class is a ``KinflowError``: the API maps ``code`` to
 ``extensions.code`` and ``details`` to ``extensions.details``. Messages are
@@ -91,7 +91,7 @@ class InstanceNotFound(KinflowError):
 
 
 class ActionDisabled(KinflowError):
-    """``fire_action`` refused; ``details.reason`` says why (engine-model §6)."""
+    """``fire_action`` refused; ``details.reason`` says why."""
 
     code = "action-disabled"
 
@@ -241,7 +241,7 @@ class SpawnNotSupported(KinflowError):
 
 
 class SpawnRowIdentity(KinflowError):
-    """A ``forEach`` row has no identity, or two rows share one (engine-model §5.3)."""
+    """A ``forEach`` row has no identity, or two rows share one."""
 
     code = "spawn-row-identity"
 

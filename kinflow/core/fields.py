@@ -1,6 +1,6 @@
 """Resolved fields: materialising declared fields and writing values into them.
 
-This module owns the life of a ``ResolvedField`` (engine-model §2.7, §3.4):
+This module owns the life of a ``ResolvedField``:
 creating entries when a scope materialises (workflow scope at start, stage
 and activity scopes at stage entry) from their ``initialValue`` source, and
 every later write, which is checked against the entry's kind. Entries are

@@ -1,8 +1,7 @@
 """May this caller fire this action, or edit this field, right now?
 
 This module owns the caller-facing gates and their structured reasons, in
-the order the first failing one is reported (engine-model §4.4, §4.5,
-§4.13): instance terminal (``instance-aborted`` before
+the order the first failing one is reported: instance terminal (``instance-aborted`` before
 ``instance-completed``), ``stage-terminal``, ``cascade-fired``,
 ``activity-not-active``, ``requirements-unmet``, ``filter-failed``. Roles
 pin who may *drive a cascade* (``cascade.fulfils``); they are not a caller

@@ -1,4 +1,4 @@
-"""History rows: the append-only audit of an instance (engine-model §3.9).
+"""History rows: the append-only audit of an instance.
 
 One function appends one row; every row gets a fresh ``_key``, its
 ``_type``, the commit's single clock reading as ``at`` and an

@@ -1,4 +1,4 @@
-"""The idempotency ledger (engine-model §3.10, §4.10).
+"""The idempotency ledger (docs/engine.md#commits).
 
 This module owns ``processedRequests``: a keyed verb records its key in the
 same fenced commit as its effect, so a retried call finds the key and

@@ -41,7 +41,7 @@ class AbortInstance:
 
 
 def plan_abort(state: Instance, verb: AbortInstance, ctx: PlanContext) -> Mutation:
-    """Close the instance in place: condemn live rows, cancel effects (§5.11 step 2).
+    """Close the instance in place: condemn live rows, cancel effects.
 
     Never refused for size: it writes a few hundred bytes, and a cascade that
     condemned this instance must be able to finish (sizes.py).

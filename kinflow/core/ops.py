@@ -1,4 +1,4 @@
-"""Ops: the state writes an action (or an edit, or an effect) performs (§2.8).
+"""Ops: the state writes an action (or an edit, or an effect) performs.
 
 This module owns every op kind and the value expressions ops read. Each op
 is applied in order to the in-memory instance; each field write is checked

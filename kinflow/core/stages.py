@@ -1,4 +1,4 @@
-"""Stage visits: priming, entering, exiting (engine-model §3.2, §4.8, §5.7).
+"""Stage visits: priming, entering, exiting.
 
 This module owns what happens at a stage boundary and nothing else: building
 a new visit (stage fields, then one activity entry per activity with its

@@ -1,4 +1,4 @@
-"""The stored instance document (engine-model §3), parsed at the read boundary.
+"""The stored instance document (docs/engine.md#instances), parsed at the read boundary.
 
 This module owns the *shape* of ``kinflow.instance`` documents and the few
 derived facts every other module asks about (the open stage entry, terminal
@@ -147,7 +147,7 @@ class SpawnSeed(Part):
 
 
 class SubworkflowEntry(Part):
-    """One row of the workflow-scope registry (§3.5) plus what ``$subworkflows`` reads.
+    """One row of the workflow-scope registry plus what ``$subworkflows`` reads.
 
     Frozen: a parent's rows are shared between the process's cache of the
     parent and every plan made from it, so a plan changes a row only by

@@ -1,6 +1,6 @@
 """Authoring shorthand -> stored form.
 
-This module owns the desugaring rules of engine-model §2.1 and nothing else:
+This module owns the desugaring rules (docs/engine.md#definitions) and nothing else:
 it works on plain JSON (dicts and lists), never raises, and leaves anything it
 does not understand in place so that the strict parse and the validator can
 report it with a path. The expansion is idempotent: expanding a stored

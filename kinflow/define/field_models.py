@@ -118,7 +118,7 @@ class FieldEntry(FieldShape):
     editable: bool | str | None = None
 
 
-# ---- value expressions and ops (§2.8) ----
+# ---- value expressions and ops ----
 
 
 class LiteralValue(Stored):

@@ -2,7 +2,7 @@
 
 The second half of deploy validation (``kinflow.define.validate`` expands and
 strict-parses first, then runs ``InvariantChecker`` on the parsed tree): one
-walk over the definition collecting invariant violations (engine-model §2.14)
+walk over the definition collecting invariant violations
 and, for every expression, the problems of its site (syntax, lake scans where
 not allowed, unbound variables, static ``$fields`` reads outside the site's
 window). Pure, and it never raises for a bad definition: problems are ``Issue`` rows.

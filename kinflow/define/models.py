@@ -1,7 +1,7 @@
 """The stored definition tree, as pydantic models.
 
-This module owns the *stored* shape of a workflow definition (engine-model
-§2.2-2.10 minus guards and the LATER features of SCOPE.md): every key the
+This module owns the *stored* shape of a workflow definition (docs/engine.md#definitions;
+there are no guards): every key the
 engine interprets, nothing else. Parsing is strict: an unknown key anywhere is
 an error, so a typo in a definition is refused at deploy instead of being
 silently ignored. The authoring shorthand is not accepted here; ``expand``
@@ -120,6 +120,10 @@ __all__ = [
 ]
 
 
+#: the largest number a GraphQL ``Int`` carries: a stored setting above it breaks every read
+GRAPHQL_INT_MAX = 2**31 - 1
+
+
 class Effect(Stored):
     name: str
     title: str | None = None
@@ -155,7 +159,7 @@ class DefinitionRef(Stored):
 class FailureBudget(Stored):
     """``spawn.failureBudget``: exactly one of ``count`` or ``percent`` (core/cohort/budget.py)."""
 
-    count: Annotated[int, Field(strict=True, ge=0)] | None = None
+    count: Annotated[int, Field(strict=True, ge=0, le=GRAPHQL_INT_MAX)] | None = None
     percent: Annotated[float, Field(gt=0, le=100)] | None = None
 
 
@@ -168,7 +172,7 @@ class SpawnBlock(Stored):
     # what a cancellation of the parent does to the child (core/cancellation.py)
     onCancel: Literal["cancel", "abort", "detach"] | None = None
     # the window: at most this many children of the cohort live at once (core/cohort/window.py)
-    maxActive: Annotated[int, Field(strict=True, ge=1)] | None = None
+    maxActive: Annotated[int, Field(strict=True, ge=1, le=GRAPHQL_INT_MAX)] | None = None
     # the failure budget and what exceeding it does (core/cohort/budget.py)
     failureBudget: FailureBudget | None = None
     onBudgetExceeded: Literal["abort-rest", "cancel-rest", "continue"] | None = None

@@ -1,4 +1,4 @@
-"""Which variables each expression site binds (engine-model §4.12).
+"""Which variables each expression site binds.
 
 This table is the single source of truth for two consumers: deploy
 validation (a site that reads a variable it does not bind is refused) and the

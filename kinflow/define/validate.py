@@ -1,7 +1,7 @@
 """Deploy validation: every problem of a definition, found at once.
 
 This module owns the rules a definition must satisfy before it is stored
-(engine-model §2.14 ``checkWorkflowInvariants`` within SCOPE.md's KEEP list,
+(the invariants docs/engine.md#definitions lists,
 plus GROQ syntax and per-site variable checks). It is pure: it takes the
 authored JSON and returns the parsed definition together with a list of
 ``Issue`` rows; it never raises for a bad definition. The caller

@@ -1,6 +1,6 @@
 """Does a value fit a field's kind?
 
-This module owns the value shapes of engine-model §2.7 (the kinds kinflow
+This module owns the value shapes of field kinds (the kinds kinflow
 keeps) and answers one question with a human-readable problem or ``None``.
 Deploy uses it for literal initial values; the engine uses it for every field
 write (ops, edits, start inputs, effect outputs). ``None`` is an acceptable

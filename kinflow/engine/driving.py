@@ -43,7 +43,7 @@ _CHEAP_MISSING_CHECK = 256  # live rows up to which every hop looks for missing 
 
 @dataclass(slots=True)
 class OperationResult:
-    """What every mutating verb returns (GRAPHQL.md ``OperationResult``)."""
+    """What every mutating verb returns (the API's ``OperationResult``)."""
 
     instance: Instance
     changed: bool
@@ -176,7 +176,7 @@ class Driver:
 
     async def drain_condemned(self, instance: Instance, actor: Actor,
                               visited: set[str] | None = None) -> Instance:
-        """Carry out aborts owed to condemned children, depth-first, then stamp them (§5.11)."""
+        """Carry out aborts owed to condemned children, depth-first, then stamp them."""
         rows = condemned(instance)
         if not rows:
             return instance

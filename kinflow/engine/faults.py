@@ -1,12 +1,12 @@
 """Fault points: named places in the shell where a test can simulate a crash.
 
 The shell (``transact``, ``driving``, ``materialise``) calls
-``faults.check("<point>")`` at each step of engine-model §5.14's crash
-windows. Unarmed (production), a check is a dictionary lookup that does
-nothing. A test arms a point to raise ``InjectedFault`` the next ``times`` it
-is reached, so the real code path stops exactly there, with the lake left as
-a crash would leave it; then it runs the heartbeat and checks the repair.
-Nothing here mocks the lake.
+``faults.check("<point>")`` at each step of a spawn's crash windows
+(docs/subworkflows.md#crash-repair). Unarmed (production), a check is a
+dictionary lookup that does nothing. A test arms a point to raise
+``InjectedFault`` the next ``times`` it is reached, so the real code path stops
+exactly there, with the lake left as a crash would leave it; then it runs the
+heartbeat and checks the repair. Nothing here mocks the lake.
 """
 
 from __future__ import annotations

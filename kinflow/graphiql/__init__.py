@@ -10,17 +10,20 @@ template's ``integrity`` attributes keep holding.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 from pathlib import Path
 
 from starlette.routing import BaseRoute, Mount
 
-from kinflow.http.static_files import HeaderedStaticFiles
+from kinflow.http.static_files import HeaderedStaticFiles, graphiql_policy, page_headers
 
 STATIC_DIR = Path(__file__).parent / "static"
 ASSETS_PREFIX = "/graphiql/static"
 CDN = "https://unpkg.com"
 _CDN_URL = re.compile(r"""(?P<attr>(?:src|href)=")https://unpkg\.com/(?P<path>[^"]+)(?=")""")
+_INLINE_SCRIPT = re.compile(r"<script>(?P<body>.*?)</script>", re.DOTALL)
 
 
 class MissingAsset(RuntimeError):
@@ -43,11 +46,24 @@ def local_page(html: str, prefix: str = ASSETS_PREFIX) -> str:
     return page
 
 
+def inline_script_hashes(html: str) -> list[str]:
+    """The base64 SHA-256 of each inline ``<script>`` body, as a CSP source names it."""
+    return [base64.b64encode(hashlib.sha256(m.group("body").encode()).digest()).decode()
+            for m in _INLINE_SCRIPT.finditer(html)]  # fmt: skip
+
+
+def page_response_headers(page: str) -> dict[str, str]:
+    """The GraphiQL page's headers: its inline start-up script allowed by hash, nothing else."""
+    return page_headers(graphiql_policy(inline_script_hashes(page)))
+
+
 def graphiql_routes(prefix: str = ASSETS_PREFIX) -> list[BaseRoute]:
     """The shipped assets below ``prefix`` (no token: they are public library files)."""
     # pinned, versioned files: a browser may keep them for a day
-    files = HeaderedStaticFiles(directory=STATIC_DIR, cache_control="public, max-age=86400")
+    files = HeaderedStaticFiles(directory=STATIC_DIR, cache_control="public, max-age=86400",
+                                policy=graphiql_policy([]))
     return [Mount(prefix, app=files, name="graphiql-assets")]
 
 
-__all__ = ["ASSETS_PREFIX", "STATIC_DIR", "MissingAsset", "graphiql_routes", "local_page"]
+__all__ = ["ASSETS_PREFIX", "STATIC_DIR", "MissingAsset", "graphiql_routes", "local_page",
+           "page_response_headers"]

@@ -3,7 +3,7 @@
 Function bodies live in :mod:`kinflow.groq.functions`; a call compiles its arguments
 and hands them over unevaluated, so each function decides what to evaluate. The pipes
 are here because they open a scope per element: ``order()`` sorts by GROQ's total
-order (stable, ``desc`` per key), ``score()`` computes relevance (groq.md §5.7) and
+order (stable, ``desc`` per key), ``score()`` computes relevance and
 sorts by it. Both charge the budget with the array's length before the pass and the
 comparisons of the sort before sorting.
 """
@@ -93,7 +93,7 @@ def _order(base: Compiled, args: tuple[n.Node, ...]) -> Compiled:
 
 
 def _score_of(node: n.Node) -> Compiled:
-    """Relevance of one score() argument for the element in scope (groq.md §5.7)."""
+    """Relevance of one score() argument for the element in scope."""
     if isinstance(node, n.Group):
         return _score_of(node.base)
     if isinstance(node, n.And):

@@ -1,4 +1,4 @@
-"""The function registry and the implementations of GROQ's built-in functions (§6).
+"""The function registry and the implementations of GROQ's built-in functions.
 
 Owns every ``namespace::name`` the parser accepts, with its arity, and the code
 that runs it. Implementations receive their arguments as compiled closures, so

@@ -1,6 +1,6 @@
 """Turns query text into tokens with 0-based source positions.
 
-Owns GROQ's lexical rules (groq.md §2): whitespace and ``//`` comments, identifiers,
+Owns GROQ's lexical rules: whitespace and ``//`` comments, identifiers,
 numbers without leading or trailing dots, both string quotes with every escape
 form, and the operator set with longest-match. Keywords are left to the parser.
 """

@@ -1,4 +1,4 @@
-"""Tokenising and pattern matching for the ``match`` operator (groq.md §5.9).
+"""Tokenising and pattern matching for the ``match`` operator.
 
 Owns the word splitting shared by the evaluator, ``score()`` relevance and the
 push-down regex translation, so all three agree on what a term is. Under a budget a

@@ -2,7 +2,7 @@
 
 Owns the node vocabulary shared by the parser, the compiler and push-down. Chains
 of traversals are already resolved into explicit ``MapNode``/``FlatMap`` nodes whose
-inner expression is written against ``This`` (groq.md §5.3), so later stages never
+inner expression is written against ``This``, so later stages never
 have to reason about traversal shapes again.
 """
 

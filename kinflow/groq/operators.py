@@ -1,4 +1,4 @@
-"""GROQ's binary operators on evaluated values (groq.md §5.6).
+"""GROQ's binary operators on evaluated values.
 
 Owns arithmetic with IEEE-double semantics (non-finite results become null, ``%``
 keeps the dividend's sign), concatenation and merging for ``+``, datetime arithmetic,

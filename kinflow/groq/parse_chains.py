@@ -1,4 +1,4 @@
-"""Static composition of a traversal chain into ``MapNode``/``FlatMap`` (groq.md §5.3).
+"""Static composition of a traversal chain into ``MapNode``/``FlatMap``.
 
 The postfix rules collect a chain as steps (``.a``, ``[0]``, ``[cond]``, ``[1..2]``,
 ``[]``, ``{...}``, ``->``); this module turns them into one tree, deciding where the

@@ -1,6 +1,6 @@
 """The token cursor the parser's rule modules build on: lookahead, errors, parse-wide state.
 
-Also owns what those modules share: the binding powers (groq.md §3), the keyword
+Also owns what those modules share: the binding powers, the keyword
 operators and the comma-separated argument list of calls and pipes. The rule classes
 stack on :class:`Cursor` (literals, then postfix, then the expression grammar); a lower
 one reaches ``parse_expr`` through the stub declared here.

@@ -1,6 +1,6 @@
 """The expression grammar: a Pratt loop over binary operators, prefixes, operands and calls.
 
-Owns precedence and associativity (groq.md §3; the levels are in
+Owns precedence and associativity (the levels are in
 :mod:`kinflow.groq.parse_cursor`), the non-associative operators that need parentheses
 to chain, folding of arithmetic on two number literals, ``in`` over a range, the
 operand forms (``*``, ``@``, ``^``, parameters, groups) and function-call arity checks

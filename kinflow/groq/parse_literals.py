@@ -1,4 +1,4 @@
-"""Parser rules for array and object literals, and object-key inference (groq.md §5.5).
+"""Parser rules for array and object literals, and object-key inference.
 
 Objects are also projections' bodies, so :mod:`kinflow.groq.parse_postfix` builds on
 these rules. Arrays of plain numbers and strings take a fast path: JSON and GeoJSON

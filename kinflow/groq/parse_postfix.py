@@ -1,6 +1,6 @@
 """Parser rules for what follows an operand: traversals, projections, derefs and pipes.
 
-Owns square-bracket disambiguation by constant folding (groq.md §5.4): ``[1]`` is an
+Owns square-bracket disambiguation by constant folding: ``[1]`` is an
 element, ``["a"]`` an attribute, ``[1..2]`` a slice, anything else a filter; a bracket
 holding a parameter whose value is not known yet is decided when the values arrive.
 The collected steps are composed by :mod:`kinflow.groq.parse_chains`.

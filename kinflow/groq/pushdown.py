@@ -1,4 +1,4 @@
-"""Pure translation of ``*[...]`` filters into MongoDB query documents (groq.md §9).
+"""Pure translation of ``*[...]`` filters into MongoDB query documents.
 
 Owns the superset prefilter: every document GROQ would keep must match the Mongo
 filter; extra matches are fine because the real evaluator re-checks them in memory.

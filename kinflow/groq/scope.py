@@ -1,4 +1,4 @@
-"""Evaluation context and scopes (groq.md §5.1, §8.1 point 4).
+"""Evaluation context and scopes.
 
 Owns what one evaluation shares (dataset, parameters, clock, dereference lookup,
 budget)

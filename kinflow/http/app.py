@@ -33,7 +33,7 @@ from strawberry.types import ExecutionResult, SubscriptionExecutionResult
 from kinflow import __version__
 from kinflow.engine import Actor, Engine
 from kinflow.engine.leases import prepare_engine_side
-from kinflow.graphiql import graphiql_routes, local_page
+from kinflow.graphiql import graphiql_routes, local_page, page_response_headers
 from kinflow.http.body_limit import RequestSizeLimit
 from kinflow.http.credentials import client_host, ide_page_request, refusal, request_token
 from kinflow.http.guards import guard_middleware
@@ -103,7 +103,8 @@ class GraphQLApp(TransportView):
 
     async def render_graphql_ide(self, request: Request) -> Response:
         """Strawberry's GraphiQL page, loading its assets from kinflow (works offline)."""
-        return HTMLResponse(local_page(self.graphql_ide_html))
+        page = local_page(self.graphql_ide_html)
+        return HTMLResponse(page, headers=page_response_headers(page))
 
     def _services(self) -> Services:
         if self.services is None:

@@ -7,7 +7,9 @@ valid token answered differently would turn the lockout into an oracle).
 A success never clears the count, so a caller holding a viewer token cannot
 interleave valid requests to keep guessing an admin's. The table is bounded:
 expired windows go first, then the oldest; IPv6 addresses count per /64,
-the block one host usually controls.
+the block one host usually controls. Every loopback address (127.0.0.0/8,
+``::1``) is one client: a local caller can bind any of 16 million of them,
+and a bucket per alias would let it guess without limit.
 """
 
 from __future__ import annotations
@@ -34,17 +36,22 @@ class _Window:
     failures: int
 
 
+LOOPBACK = "loopback"
+
+
 def client_key(host: str | None) -> str:
-    """The address failures are counted under: IPv4 as is, IPv6 by its /64."""
+    """The address failures are counted under: IPv4 as is, IPv6 by its /64, loopback as one."""
     if not host:
         return "unknown"
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
         return host
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address.is_loopback:
+        return LOOPBACK
     if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            return str(address.ipv4_mapped)
         return str(ipaddress.IPv6Network((address, 64), strict=False))
     return str(address)
 

@@ -30,6 +30,7 @@ from strawberry.types.unset import UNSET
 
 from kinflow.errors import KinflowError
 from kinflow.http.guards import error_body
+from kinflow.http.ws_quiet import CheckedFrames
 from kinflow.schema.context import Context
 
 JSON_TYPE = "application/json"
@@ -148,7 +149,7 @@ class _AnyOperation:
             root_value=root_value, operation_name=operation_name)
 
 
-class LegacyProtocolHandler(BaseGraphQLWSHandler[Context, None]):
+class LegacyProtocolHandler(CheckedFrames, BaseGraphQLWSHandler[Context, None]):
     """``graphql-ws`` (subscriptions-transport-ws) running queries and mutations too.
 
     A query or mutation sent with ``start`` gets one ``data`` message and then

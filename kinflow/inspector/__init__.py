@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse
 from starlette.routing import BaseRoute, Mount, Route
 
-from kinflow.http.static_files import HeaderedStaticFiles
+from kinflow.http.static_files import INSPECTOR_POLICY, HeaderedStaticFiles
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -33,7 +33,8 @@ async def _to_page(request: Request) -> RedirectResponse:
 def inspector_routes(prefix: str = "/inspector") -> list[BaseRoute]:
     """The page at ``prefix`` (redirected to ``prefix/``) and its assets below it."""
     # no build step hashes the names, so a browser must revalidate every file
-    files = HeaderedStaticFiles(directory=STATIC_DIR, html=True, cache_control="no-cache")
+    files = HeaderedStaticFiles(directory=STATIC_DIR, html=True, cache_control="no-cache",
+                                policy=INSPECTOR_POLICY)
     return [
         Route(prefix, _to_page, methods=["GET", "HEAD"]),
         Mount(prefix, app=files, name="inspector"),

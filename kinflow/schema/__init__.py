@@ -1,4 +1,4 @@
-"""The GraphQL API (GRAPHQL.md): schema, resolvers, errors, limits, subscriptions.
+"""The GraphQL API (docs/api.md): schema, resolvers, errors, limits, subscriptions.
 
 ``build_schema(settings)`` assembles the Strawberry schema with the safety
 limits and error shaping configured; ``sdl()`` is the exported contract that
@@ -17,6 +17,7 @@ from strawberry.tools import merge_types
 
 from kinflow.schema.caching import caching_extensions
 from kinflow.schema.errors import ErrorShaping
+from kinflow.schema.input_hygiene import InputHygiene
 from kinflow.schema.limits import limit_extensions
 from kinflow.schema.mutations import Mutation
 from kinflow.schema.parking import ParkingQuery
@@ -47,7 +48,8 @@ def build_schema(settings: Settings | None = None) -> KinflowSchema:
         query=merge_types("Query", (Query, ParkingQuery)),
         mutation=merge_types("Mutation", (Mutation, PurgeMutation)),
         subscription=Subscription,
-        extensions=[*limit_extensions(settings), ErrorShaping, *caching_extensions()],
+        extensions=[*limit_extensions(settings), ErrorShaping, InputHygiene,
+                    *caching_extensions()],
         config=StrawberryConfig(scalar_map=SCALAR_MAP),
     )
 

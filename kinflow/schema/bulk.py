@@ -2,7 +2,7 @@
 
 Thin: the selection and the counts are ``kinflow.core.cohort.selection``'s; this module
 only converts between them and the contract's GraphQL shapes
-(COHORT-CONTROL.md, "GraphQL additions"). ``Cohort.page(where:)`` reads the
+(docs/subworkflows.md#redrive-and-bulk-operations). ``Cohort.page(where:)`` reads the
 same input, and ``Cohort.closed`` reads ``cohort_closed``.
 """
 

@@ -1,4 +1,4 @@
-"""``purgeInstances``: an admin deletes finished families now (COHORT-CONTROL.md).
+"""``purgeInstances``: an admin deletes finished families now (docs/retention.md).
 
 The heartbeat purges families whose retention ran out; this mutation lets an
 admin purge (or, by default, count with a dry run) the finished families

@@ -6,7 +6,7 @@ the optional ``embedded`` extra) on 127.0.0.1 and a free port, with its data in
 ``<data_dir>/lake``. The daemon is GPL-2.0 code: it is only ever *run*, never
 imported, so nothing in kinflow links against it.
 
-Operating rules (measured in the embedded-lake study):
+Operating rules, each one learnt by measurement:
 
 * our own ``secantusd.toml`` is always passed (it turns off auto-discovery and
   keeps a week of change-stream history);

@@ -1,6 +1,6 @@
 """A parent with a cohort of children, laid out the way the engine's spawn stores them.
 
-These tests build the registry rows (engine-model §3.5, stored in chunk
+These tests build the registry rows (stored in chunk
 documents beside the dataset: core/cohort/chunks.py) and the children's ``ancestors``
 with direct lake writes, start and drive every instance through the API, and
 stamp rows the way propagation does.

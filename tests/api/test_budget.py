@@ -1,5 +1,5 @@
 """The failure budget through the API: ``Cohort.budget``, ``updateCohort(failureBudget)``,
-rows' ``abortReason``, and the refusals (COHORT-CONTROL.md, issue 15)."""
+rows' ``abortReason``, and the refusals."""
 
 from __future__ import annotations
 
@@ -66,7 +66,8 @@ def test_no_budget_reads_null_and_update_cohort_sets_one(client: TestClient) -> 
     lowered = data(gql(client, UPDATE, {"p": parent_id, "b": {"count": 0}}))["updateCohort"]
     assert lowered["budget"]["exceeded"] is True and lowered["budget"]["count"] == 0
     assert data(gql(client, STATE, {"i": parent_id}))["instance"]["currentStage"] == "failed"
-    for bad in ({"count": 1, "percent": 2}, {"percent": 0}, {"count": -1}, "ten", [1]):
+    for bad in ({"count": 1, "percent": 2}, {"percent": 0}, {"count": -1}, {"count": 2**31},
+                "ten", [1]):
         refused = gql(client, UPDATE, {"p": parent_id, "b": bad})
         assert error_code(refused) == "invalid-input", bad
         assert refused["errors"][0]["extensions"]["details"]["field"] == "failureBudget"

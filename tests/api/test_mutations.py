@@ -1,4 +1,4 @@
-"""Every mutation and query of GRAPHQL.md over HTTP, against the real app and lake."""
+"""Every mutation and query of the API over HTTP, against the real app and lake."""
 
 from __future__ import annotations
 

@@ -138,3 +138,32 @@ def test_a_document_planted_at_a_queued_child_id_parks_the_parent(
     after = {r["childId"]: r["status"] for r in rows(client, parent_id)}
     assert after[queued[0]] == "ACTIVE" and list(after.values()).count("QUEUED") == 2
     assert data(gql(client, PARKED))["parkedInstances"] == []
+
+
+def test_a_document_planted_at_an_attempt_id_refuses_only_that_rows_redrive(
+        secured: TestClient) -> None:
+    parent_id, children = cohort(secured)
+    fire(secured, children["a"], "finish", {"words": 5})
+    fire(secured, children["b"], "give-up")
+    fire(secured, children["c"], "give-up")
+    squat = f"{children['b']}-a2"
+    plant(secured, squat)
+    variables = {"p": parent_id, "a": "translate", "w": {"status": ["DONE"]}}
+    result = data(gql(secured, REDRIVE, variables, token=OP))["redriveCohort"]
+    [refusal] = result.pop("refusals")
+    assert result == {"matched": 3, "applied": 1, "skipped": 1}
+    assert (refusal["rowKey"], refusal["childId"], refusal["code"]) == (
+        "b", children["b"], "child-id-taken")
+    assert squat in refusal["message"]
+    statuses = {r["rowKey"]: (r["status"], r["childId"]) for r in data(gql(
+        secured, ROWS, {"i": parent_id}, token=OP))["instance"]["subworkflows"]}
+    assert statuses["c"] == ("ACTIVE", f"{children['c']}-a2")
+    assert statuses["b"] == ("DONE", children["b"])
+    assert heartbeat(secured).failed == []  # nothing left owed that fails
+
+    remove(secured, squat)
+    again = data(gql(secured, REDRIVE, variables, token=OP))["redriveCohort"]
+    assert (again["applied"], again["refusals"]) == (1, [])
+    row = {r["rowKey"]: r for r in data(gql(secured, ROWS, {"i": parent_id}, token=OP))
+           ["instance"]["subworkflows"]}["b"]
+    assert (row["status"], row["childId"], row["attempt"]) == ("ACTIVE", squat, 2)

@@ -1,4 +1,4 @@
-"""Every subscription of GRAPHQL.md over websockets (both protocols), fed by the change hub."""
+"""Every subscription of the API over websockets (both protocols), fed by the change hub."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Issue 16 in the inspector: cancelling an instance (CANCELLING, then CANCELLED once its
 children's cleanup ran) and the cohort verbs on a selection of rows (fire an action,
-cancel, abort), each showing its BulkResult (COHORT-CONTROL.md).
+cancel, abort), each showing its BulkResult.
 
 Drives the page in Debian's Chromium against the real app (see ``conftest.py``);
 screenshots land in ``test-artifacts/inspector/``.

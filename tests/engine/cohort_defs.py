@@ -1,4 +1,4 @@
-"""engine-model §8's P and C (named ``p`` and ``c``) for the subworkflow tests."""
+"""A parent ``p`` that spawns children ``c``: the definitions the subworkflow tests share."""
 
 from __future__ import annotations
 

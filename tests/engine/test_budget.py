@@ -1,5 +1,5 @@
 """The failure budget (``spawn.failureBudget``, ``onBudgetExceeded``, ``updateCohort``)
-against the embedded lake (COHORT-CONTROL.md, "Failure budget")."""
+against the embedded lake (docs/subworkflows.md#the-failure-budget)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""``fireCohort`` and ``abortCohort`` against the embedded lake (COHORT-CONTROL.md, "Bulk
-operations"): selection, exactly once per child under derived keys, per-child refusals,
+"""``fireCohort`` and ``abortCohort`` against the embedded lake: selection,
+exactly once per child under derived keys, per-child refusals,
 interrupted calls finished by a retry or the heartbeat, and closing a cohort."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""DEFINITIONS.md's canonical example end to end: spawn, settle, publish, reject loop-back."""
+"""The canonical example (article review) end to end: spawn, settle, publish, reject loop-back."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""engine-model §5.14 crash windows 1-6: fail at the exact step, run one heartbeat pass."""
+"""A spawn's crash windows 1-6: fail at the exact step, run one heartbeat pass.
+
+The windows and their fault points: docs/subworkflows.md#crash-repair.
+"""
 
 from __future__ import annotations
 

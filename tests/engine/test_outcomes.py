@@ -1,4 +1,6 @@
-"""Outcomes and outputs of finished children on their rows (COHORT-CONTROL.md, issue 15).
+"""Outcomes and outputs of finished children on their rows.
+
+The rules: docs/subworkflows.md#outcomes-and-outputs.
 
 Every path that stamps a row is driven against the embedded lake: the inline
 round of a small cohort, the background round, the drain of condemned rows,

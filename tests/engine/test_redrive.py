@@ -1,4 +1,4 @@
-"""``redriveCohort`` and the bulk machinery against the embedded lake (COHORT-CONTROL.md).
+"""``redriveCohort`` and the bulk machinery against the embedded lake.
 
 The parent's gate waits until every row of the cohort succeeded, so failed,
 aborted and cancelled rows keep it in the spawning stage visit, where a

@@ -1,4 +1,4 @@
-"""engine-model §8 scenarios 1, 5-11 and 39-42 against the embedded lake."""
+"""The engine's scenarios without subworkflows, against the embedded lake."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""engine-model §8 scenarios 2-4 and 12-38 (spawn, cohorts, propagation, exit, abort)."""
+"""Subworkflow scenarios: spawn, cohorts, propagation, stage exit, abort."""
 
 from __future__ import annotations
 
@@ -427,7 +427,7 @@ async def test_scenario_38_a_crash_before_propagation(engine: Engine, ticked: st
     assert (await engine.get_instance(p.id_)).subworkflows[0].resolved is None
     await engine.tick(cid if ticked == "child" else p.id_)
     p = await engine.get_instance(p.id_)
-    # kinflow stamps from either side: the child's owed stamp is durable (ADD 2)
+    # kinflow stamps from either side: the child's owed stamp is durable
     assert p.subworkflows[0].resolved is not None and p.currentStage == "next"
 
 

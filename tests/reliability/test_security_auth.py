@@ -387,3 +387,15 @@ def test_the_failure_table_is_bounded() -> None:
     for _ in range(100):
         off.failed("10.0.0.1")
     off.check("10.0.0.1")
+
+
+def test_every_loopback_alias_shares_one_bucket() -> None:
+    """A local caller can bind any 127.x.y.z: each alias a bucket of its own was no limit."""
+    throttle = FailureThrottle(limit=3, window=60, capacity=100)
+    for host in ("127.0.0.1", "127.0.0.2", "127.9.8.7"):
+        throttle.failed(host)
+    for host in ("127.200.1.1", "::1", "::ffff:127.0.0.5"):
+        with pytest.raises(TooManyAttempts):
+            throttle.check(host)
+    throttle.check("192.0.2.1")  # another client is not affected
+    assert client_key("127.0.0.1") == client_key("::1") == "loopback"

@@ -1,40 +1,144 @@
-"""The README and docs/ stand on their own: no pointer to a document the repository lacks.
+"""The repository stands on its own: nothing in it points at a file it lacks.
 
-The design notes kinflow was built from are not part of the repository, so
-a reader following "see engine-model §3" or a ``/work/...`` path finds
-nothing. Every ``*.md`` a page names must exist in the repository.
+The notes kinflow was designed from are not part of the repository, so a
+reader following "see engine-model §3" or a path outside the checkout finds
+nothing. This test reads the README and every text file under ``kinflow/``,
+``tests/``, ``bench/`` and ``docs/`` and refuses: a path outside the
+repository, the name of a design note, and a file path (``docs/api.md``,
+``core/cohort/chunks.py``, ``bench/live.py``) or ``#section`` of a Markdown page that
+does not exist. Vendored third-party trees are left out (their own text).
 """
 
 from __future__ import annotations
 
+import ast
+import io
 import re
+import tokenize
+from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SCANNED = ("kinflow", "tests", "bench", "docs")
+SUFFIXES = {".py", ".md", ".js", ".css", ".html", ".txt", ".toml", ".yaml", ".yml", ".json",
+            ".graphql", ".cfg", ".ini", ".sh"}  # fmt: skip
+VENDORED = (ROOT / "kinflow" / "graphiql" / "static",
+            ROOT / "tests" / "conformance" / "groq-test-suite")
+THIS = Path(__file__).resolve()
+
+#: Pointers outside the repository: absolute checkout paths, the design folder and
+#: the design notes' names, and their section marks. Spelled in pieces so this file
+#: does not match itself.
 OUTSIDE = re.compile(
-    r"/work/|engine-model|stack-notes|§\s*\d|\bSCOPE\b|\b[Ss]cenario \d+|"
-    r"(?:ARCHITECTURE|GRAPHQL|DEFINITIONS|COHORT-CONTROL)\.md"
+    "|".join([
+        r"/work/", r"/home/\w", r"\.\./shared\b", r"\bshared/(?:design|reference)\b",
+        r"\b(?:ARCHITECTURE|GRAPHQL|DEFINITIONS|SCOPE|COHORT-CONTROL|COHORT-SCALE)\.md\b",
+        r"\bSCOPE\b", r"engine" + "-model", r"stack" + "-notes", r"embedded" + "-lake\\.md",
+        r"(?<!docs/)\bgroq\.md\b", "\u00a7" + r"\s*\d", r"\b[Ss]cenario \d+", r"\bADD \d\b",
+    ])
+)  # fmt: skip
+#: A file path the text names: ``dir/name.ext`` or a bare ``name.md``, with an optional
+#: ``#anchor``. URLs and ``~/`` or ``/``-rooted paths are not file references here.
+FILE_REF = re.compile(
+    r"(?<![\w./:~@-])((?:[\w.-]+/)+[\w.-]+\.(?:md|py|json|yaml|yml|graphql|toml|txt|png|js)"
+    r"|[\w.-]+\.md)(#[\w-]+)?(?![\w/-])"
 )
-MD_NAME = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.md)\b")
+#: Where a relative path may be rooted: the repository, the package (``core/cohort/chunks.py``),
+#: the docs, the tests (``unit/test_readme.py``) and the GROQ suite (``misc/params.yml``).
+BASES = (ROOT, ROOT / "kinflow", ROOT / "docs", ROOT / "tests", VENDORED[1] / "test")
 
 
-def test_no_page_points_outside_the_repository() -> None:
+def scanned_files() -> Iterator[Path]:
+    yield ROOT / "README.md"
+    for top in SCANNED:
+        for path in sorted((ROOT / top).rglob("*")):
+            if (path.suffix in SUFFIXES and path.is_file() and path != THIS
+                    and not any(path.is_relative_to(v) for v in VENDORED)
+                    and "__pycache__" not in path.parts):  # fmt: skip
+                yield path
+
+
+@cache
+def anchors(page: Path) -> frozenset[str]:
+    """The ``#section`` names a Markdown page's headings give, as GitHub makes them."""
+    found = set()
+    for heading in re.findall(r"^#{1,6}\s+(.+?)\s*$", page.read_text(), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        found.add(slug)
+    return frozenset(found)
+
+
+def broken_reference(source: Path, name: str, anchor: str | None) -> str | None:
+    """Why ``name`` (named in ``source``) points nowhere, or None when it resolves."""
+    rooted = re.sub(r"^(?:\.\./)+", "", name)  # an example's path relative to its own file
+    target = next((base / rooted for base in (source.parent, *BASES) if (base / rooted).exists()),
+                  None)  # fmt: skip
+    if target is None:
+        return f"names {name}, which is not in the repository"
+    if anchor and target.suffix == ".md" and anchor[1:] not in anchors(target.resolve()):
+        return f"names {name}{anchor}, a section {name} does not have"
+    return None
+
+
+def prose_lines(path: Path, text: str) -> set[int]:
+    """The lines of ``text`` written for readers: all of it, but only the comments
+    and docstrings of Python (its string literals are data, e.g. a profile's paths)."""
+    lines = text.splitlines()
+    if path.suffix != ".py":
+        return set(range(1, len(lines) + 1))
+    prose = {n for n, line in enumerate(lines, 1) if line.lstrip().startswith("#")}
+    prose |= {tok.start[0] for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+              if tok.type == tokenize.COMMENT}  # fmt: skip
+    for node in ast.walk(ast.parse(text)):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            value = body[0].value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                prose |= set(range(value.lineno, (value.end_lineno or value.lineno) + 1))
+    return prose
+
+
+def problems_in(path: Path, text: str) -> list[str]:
+    where = path.relative_to(ROOT)
+    prose = prose_lines(path, text)
     found = []
-    for page in PAGES:
-        for number, line in enumerate(page.read_text().splitlines(), 1):
-            for match in OUTSIDE.finditer(line):
-                found.append(f"{page.relative_to(ROOT)}:{number}: {match.group(0)!r}")
+    for number, line in enumerate(text.splitlines(), 1):
+        for match in OUTSIDE.finditer(line):
+            found.append(f"{where}:{number}: points outside the repository: {match[0]!r}")
+        for match in FILE_REF.finditer(line) if number in prose else ():
+            why = broken_reference(path, match[1], match[2])
+            if why:
+                found.append(f"{where}:{number}: {why}")
+    return found
+
+
+def test_nothing_points_outside_the_repository_or_at_a_missing_file() -> None:
+    found = [p for path in scanned_files() for p in problems_in(path, path.read_text())]
     assert found == []
 
 
-def test_every_named_markdown_file_exists() -> None:
-    missing = []
-    for page in PAGES:
-        for name in MD_NAME.findall(page.read_text()):
-            if not any((base / name).exists() for base in (ROOT, page.parent, ROOT / "docs")):
-                missing.append(f"{page.relative_to(ROOT)} names {name}")
-    assert missing == []
+def test_the_scan_reaches_code_tests_benchmarks_and_docs() -> None:
+    scanned = {path.relative_to(ROOT).parts[0] for path in scanned_files()}
+    assert scanned == {"README.md", *SCANNED}
+
+
+def test_a_pointer_outside_or_to_a_missing_file_is_found() -> None:
+    here = ROOT / "kinflow" / "core" / "example.py"
+    bad = [
+        "# see " + "GRAPHQL" + ".md, section 3",
+        "# the rule: " + "engine" + "-model " + "\u00a7" + "5.11",
+        "# read /wo" + "rk/shared/design/notes.md",
+        "# see docs/no-such-page.md",
+        "# see docs/api.md#no-such-section",
+        "# the planner lives in core/no_such_module.py",
+    ]
+    for line in bad:
+        assert problems_in(here, line), line
+    good = ["# see docs/api.md#errors", "# the planner: core/commit.py",
+            "# https://example.com/a/b.md", "# README.md#developing"]  # fmt: skip
+    for line in good:
+        assert problems_in(here, line) == [], line
 
 
 def test_the_readme_shows_the_inspector() -> None:

@@ -1,4 +1,4 @@
-"""The import graph ARCHITECTURE.md promises: no cycles, and a pure ``kinflow.core``.
+"""The import graph docs/engine.md#layers promises: no cycles, and a pure ``kinflow.core``.
 
 Read from the source (AST), not from a running interpreter, so an import
 inside a function (the way a cycle hides) is seen too. Two graphs: module

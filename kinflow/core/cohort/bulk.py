@@ -1,6 +1,6 @@
 """``fireCohort``, ``abortCohort`` and ``cancelCohort``: one verb on each selected row (pure).
 
-COHORT-CONTROL.md, "Bulk operations". The selection, derived keys and counts
+docs/subworkflows.md#redrive-and-bulk-operations. The selection, derived keys and counts
 are ``core/cohort/selection.py``'s, shared with ``redriveCohort``; this module says what
 each verb does to a row and plans the parent's commits around it:
 

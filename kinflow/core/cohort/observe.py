@@ -1,6 +1,7 @@
-"""Keeping registry rows true to their children (engine-model §5.9-5.12).
+"""Keeping registry rows true to their children.
 
-This module owns how what the shell observed about children lands on the
+The rules are in docs/subworkflows.md#propagation-and-why-it-scales. This
+module owns how what the shell observed about children lands on the
 parent's rows, purely. An ``Observation`` is one child's status and stage as
 read from its document (or ``missing`` when the document is gone). Applying
 observations to a parent:
@@ -12,7 +13,8 @@ observations to a parent:
 * a live child refreshes the row's ``observed`` (what ``$subworkflows``
   reads for ``status``/``stage``), so parent gates never read child documents;
 * a missing child resolves its live row as ``aborted`` with detail
-  ``child-missing`` (kinflow's ADD 1: no wedged gates), recorded once;
+  ``child-missing`` (docs/subworkflows.md#missing-children: no wedged gates),
+  recorded once;
 * a child with no row in this parent is recorded as ``subworkflowOrphaned``
   once per child, and changes no row.
 

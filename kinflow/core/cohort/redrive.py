@@ -14,10 +14,15 @@ registry order like any queued row.
 
 Allowed only while the parent is live and its open stage visit is the one
 that spawned the cohort (``redrive-not-allowed``). Succeeded and live rows are
-skipped. The shell (``engine/selection.py``) selects rows once (``plan_select``)
+skipped. The shell (``engine/bulk.py``) selects rows once (``plan_select``)
 and applies them in batches (``plan_batch``), each row under the derived key
 ``<key>:<rowKey>`` remembered on the row, so a retried call never redrives a
 row twice.
+
+A row whose next attempt id already holds a document (one written around the
+engine: callers cannot take the shape) is refused ``child-id-taken`` in the
+call's refusals, and the other rows go on; the batch reads those ids in its
+own transaction, so the check cannot race a writer.
 """
 
 from __future__ import annotations
@@ -29,8 +34,8 @@ from kinflow.core.cohort import budget, selection, spawn
 from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.cohort.registry import outcome_view
 from kinflow.core.commit import Commit
-from kinflow.core.context import PlanContext
-from kinflow.core.errors import RedriveNotAllowed
+from kinflow.core.context import NeedsDocuments, PlanContext
+from kinflow.core.errors import ChildIdTaken, RedriveNotAllowed
 from kinflow.core.history import record
 from kinflow.core.inputs import check_key
 from kinflow.core.ledger import is_replay, remember
@@ -129,6 +134,9 @@ def plan_batch(state: Instance, verb: Redrive, keys: list[str], ctx: PlanContext
     refused = refusal(m, found)
     latest = selection.latest_rows(m, found)
     result = selection.BulkResult()
+    taken = set() if refused is not None else occupied(ctx, [
+        next_id(m.subworkflows[latest[key]]) for key in keys
+        if key in latest and eligible(m.subworkflows[latest[key]])])
     for key in keys:
         place = latest.get(key)
         row = m.subworkflows[place] if place is not None else None
@@ -140,6 +148,12 @@ def plan_batch(state: Instance, verb: Redrive, keys: list[str], ctx: PlanContext
         if refused is not None:  # the parent moved on since the call began
             result.refusals.append(selection.BulkRefusal(row.child_id, key, refused.code,
                                                     refused.message))
+            continue
+        if next_id(row) in taken:
+            result.refusals.append(selection.BulkRefusal(
+                row.child_id, key, ChildIdTaken.code,
+                f"a document the engine did not write holds {next_id(row)!r}, the id of "
+                "the row's next attempt"))
             continue
         problem = redrive_row(m, ctx, place, derived)
         if problem is not None:
@@ -157,6 +171,23 @@ def plan_forget(state: Instance, verb: Redrive, ctx: PlanContext) -> Mutation:
     commit = Commit(state, ctx, engine=True)
     selection.end_call(commit.m, OP, verb.key)
     return commit.finish()
+
+
+def next_id(row: SubworkflowEntry) -> str:
+    """The child id of ``row``'s next attempt (a row skipped while queued keeps its own)."""
+    if row.observed is None:
+        return row.child_id
+    first = (row.previousChildIds or [row.child_id])[0]
+    return spawn.attempt_id(first, (row.attempt or 1) + 1)
+
+
+def occupied(ctx: PlanContext, ids: list[str]) -> set[str]:
+    """Which of ``ids`` hold a document, read in the commit's transaction."""
+    uris = {child: ctx.gdr(child) for child in ids}
+    unknown = [uri for uri in uris.values() if uri not in ctx.documents and uri not in ctx.absent]
+    if unknown:
+        raise NeedsDocuments(unknown)
+    return {child for child, uri in uris.items() if ctx.documents.get(uri) is not None}
 
 
 def redrive_row(m: Instance, ctx: PlanContext, place: int, derived: str
@@ -177,7 +208,7 @@ def redrive_row(m: Instance, ctx: PlanContext, place: int, derived: str
     else:
         previous = [*(row.previousChildIds or []), row.child_id]
         attempt = (row.attempt or 1) + 1
-        ref = Ref(id=ctx.gdr(spawn.attempt_id(previous[0], attempt)), type=INSTANCE_TYPE)
+        ref = Ref(id=ctx.gdr(next_id(row)), type=INSTANCE_TYPE)
     replace_row(m, place, ref=ref, queued=True, seed=handoff, handoff=None, resolved=None,
                 observed=None, outcome=None, outputs=None, outputsError=None,
                 abortPending=None, abortReason=None, cancelPending=None, detached=None,

@@ -1,14 +1,14 @@
 """Registry rows and cohorts as the parent sees them (pure; no I/O).
 
 A parent knows its children through the registry rows stored on it
-(engine-model §3.5). ``row_view`` is the one reading of a stored row: the
-object ``$subworkflows`` binds for it, with the row's status (resolved ->
-done/aborted, else what propagation last observed, else active). The
-conditions bind ``subworkflow_rows`` and the API's ``registry_rows`` are built
-from the same views, so the two can never disagree. ``overlay`` refreshes a
-row with a child document newer than the parent's last stamp (used by
-subscriptions, which see the child's commit before propagation stamps the
-parent).
+(docs/subworkflows.md#where-registry-rows-live). ``row_view`` is the one
+reading of a stored row: the object ``$subworkflows`` binds for it, with the
+row's status (resolved -> done/aborted, else what propagation last observed,
+else active). The conditions bind ``subworkflow_rows`` and the API's
+``registry_rows`` are built from the same views, so the two can never disagree.
+``overlay`` refreshes a row with a child document newer than the parent's last
+stamp (used by subscriptions, which see the child's commit before propagation
+stamps the parent).
 """
 
 from __future__ import annotations

@@ -191,7 +191,10 @@ def plan_spawn(instance: Instance, definition: WorkflowDefinition, ctx: PlanCont
         return []
     refuse_if_closed(instance, activity, entry.key_)
     context = _context_values(renderer, block, activity, ctx)
-    taken = {row.child_id for row in instance.subworkflows}
+    # every child a row ever had, earlier attempts too: a redriven row's first id is free
+    # in no registry column, yet its child still exists
+    taken = {child for row in instance.subworkflows
+             for child in (row.child_id, *(row.previousChildIds or ()))}
     seeded = len(fresh) > ctx.limits.spawn_txn if ctx.limits.spawn_txn else False
     ancestors = _ancestors(instance, ctx)
     seeds = []

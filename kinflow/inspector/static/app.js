@@ -18,7 +18,7 @@ const INSTANCE = "id definition version status currentStage lastChangedAt";
 const ROW = `rowKey activity action definition current status stage condemned childId spawnedAt
   outcome outputs outputsError attempt previousChildIds abortReason cancelling`;
 const COUNTS = `activity total active done aborted queued cancelled failed settled maxActive closed
-  budget { count percent used exceeded }`;
+  budget { count percent used exceeded stopped }`;
 /** Rows read per request: a large cohort is read page by page (Cohort.page). */
 const PAGE_ROWS = 500;
 /** Rows the tree holds of one cohort at most; past it, the section says how many it shows. */
@@ -409,7 +409,9 @@ async function openFocus(id) {
   focus.instance = data.instance;
   focus.ancestors = data.instance.ancestors;
   for (const activity of spawningActivities(focus.instance)) ensureCohort(activity);
-  await loadCohorts(focus);
+  const loading = loadCohorts(focus);
+  renderTree(); // the lineage now, its cohorts marked loading until their rows are in
+  await loading;
   if (state.focus !== focus) return;
   state.subs.focus.push(
     client.subscribe(Q.watchFocus, { id }, {
@@ -448,7 +450,9 @@ async function loadCohorts(focus) {
   focus.loads.add(arrived);
   try {
     found = await fetchCohorts(focus.id, allSpawning(focus.instance.definition));
+    focus.cohortsError = null;
   } catch (error) {
+    focus.cohortsError = error;
     showError(error, "cohorts");
     return;
   } finally {
@@ -456,6 +460,7 @@ async function loadCohorts(focus) {
     focus.cohortsLoading = focus.loads.size > 0;
   }
   if (state.focus !== focus) return;
+  focus.cohortsRead = true;
   const here = spawningActivities(focus.instance);
   for (const [activity, c] of found) {
     if (!c.total && !here.has(activity)) continue;
@@ -623,9 +628,21 @@ function treeItems(cohort) {
   return items;
 }
 
-/** The "failed" chip counts (and shows) rows whose outcome is failed or aborted; the others a status. */
+/** The abortReason of the rows a failure budget skipped or aborted. */
+const BUDGET_STOPPED = "failure-budget-exceeded";
+
+/** A row the failure budget skipped or aborted: its effect, not a failure of its own. */
+function stoppedByBudget(row) {
+  return outcomeOf(row) === "aborted" && row.abortReason === BUDGET_STOPPED;
+}
+
+/**
+ * The "failed" chip counts (and shows) rows whose outcome is failed or aborted, except
+ * the rows the budget itself stopped (they count as aborted, as Cohort.failed does);
+ * the other chips a status.
+ */
 function matchesChip(row, name) {
-  if (name === "failed") return ["failed", "aborted"].includes(outcomeOf(row));
+  if (name === "failed") return ["failed", "aborted"].includes(outcomeOf(row)) && !stoppedByBudget(row);
   return row.status.toLowerCase() === name;
 }
 
@@ -735,10 +752,11 @@ function progress(counts) {
 
 function localCounts(cohort) {
   const c = { total: cohort.rows.size, active: 0, done: 0, aborted: 0, queued: 0, cancelled: 0, failed: 0,
-    settled: false, maxActive: null, budget: null };
+    stopped: 0, settled: false, maxActive: null, budget: null };
   for (const row of cohort.rows.values()) {
     c[row.status.toLowerCase()] += 1;
     if (matchesChip(row, "failed")) c.failed += 1;
+    if (stoppedByBudget(row)) c.stopped += 1;
   }
   c.settled = c.total > 0 && c.active === 0 && c.queued === 0;
   return c;
@@ -758,8 +776,16 @@ function limits(c) {
     parts.push(h("span.budget", {
       class: b.exceeded ? "budget exceeded" : "budget",
       dataset: { used: String(b.used), exceeded: String(b.exceeded), count: b.count != null ? String(b.count) : "" },
-      title: "the failure budget: more failed or aborted rows than this fails the cohort",
+      title: "the failure budget: more failed or aborted rows than this fails the cohort " +
+        "(the rows the budget itself stops are not failures)",
     }, `budget ${limit}`, b.exceeded ? " · exceeded" : ""));
+    const stopped = b.stopped || 0;
+    if (stopped) {
+      parts.push(h("span.budget-stopped", {
+        dataset: { stopped: String(stopped) },
+        title: "rows the exceeded budget skipped or aborted (abortReason failure-budget-exceeded): counted as aborted, not failed",
+      }, `${stopped} stopped by the budget`));
+    }
   }
   return parts;
 }
@@ -856,9 +882,14 @@ function renderCohort(cohort) {
       cohort.header, cohort.bar, cohort.tools, cohort.formSlot, cohort.body);
   }
   // A live count may arrive while the rows are still being read: show the rows' own
-  // counts until they are in, so counts and rows never disagree on screen.
-  const waiting = !cohort.loaded && state.focus && state.focus.cohortsLoading;
+  // counts until they are in, so counts and rows never disagree on screen; and while
+  // they are read say so, so a family still loading never looks like an empty cohort.
+  const focus = state.focus;
+  const waiting = !cohort.loaded && focus && focus.cohortsLoading;
+  const failedLoad = !cohort.loaded && !waiting && focus && focus.cohortsError;
   const c = cohort.counts && !waiting ? cohort.counts : localCounts(cohort);
+  const phase = waiting && !cohort.rows.size ? "loading" : failedLoad && !cohort.rows.size ? "error"
+    : c.total ? "rows" : "empty";
   const chip = (name, n) =>
     h(
       `button.chip.status-${name}`,
@@ -875,15 +906,20 @@ function renderCohort(cohort) {
       h("span.n", String(n)),
       ` ${name}`,
     );
-  Object.assign(cohort.section.dataset, { total: String(c.total), settled: String(c.settled) });
+  Object.assign(cohort.section.dataset, { total: String(c.total), settled: String(c.settled), state: phase });
+  const known = phase !== "loading" && phase !== "error";
   fill(
     cohort.header,
     h("h3", "cohort ", h("span.mono", cohort.activity)),
-    h("span.counts", chip("queued", c.queued || 0), chip("active", c.active), chip("done", c.done),
-      chip("aborted", c.aborted), chip("cancelled", c.cancelled || 0), chip("failed", c.failed || 0)),
-    limits(c),
-    h("span.total", h("span.n", String(c.total)), " total", c.settled ? " · settled" : "",
-      cohort.truncated ? ` · showing the first ${cohort.rows.size}` : ""),
+    known
+      ? h("span.counts", chip("queued", c.queued || 0), chip("active", c.active), chip("done", c.done),
+          chip("aborted", c.aborted), chip("cancelled", c.cancelled || 0), chip("failed", c.failed || 0))
+      : null,
+    known ? limits(c) : null,
+    known
+      ? h("span.total", h("span.n", String(c.total)), " total", c.settled ? " · settled" : "",
+          cohort.truncated ? ` · showing the first ${cohort.rows.size}` : "")
+      : h("span.total.loading", phase === "loading" ? "loading…" : "could not load"),
     finishedVisit(cohort) ? h("span.visit.dim", { title: "the parent has left the stage visit that spawned these" }, "finished visit") : null,
     c.closed ? h("span.closed", { title: "a cancel or abort of the whole cohort closed it: no row joins it any more" }, "closed") : null,
   );
@@ -904,8 +940,13 @@ function renderCohort(cohort) {
   if (items.length) {
     if (cohort.list.el.parentNode !== cohort.body) fill(cohort.body, cohort.list.el);
     cohort.list.render(); // now, with the counts drawn above, not a frame later
+  } else if (phase === "loading") {
+    fill(cohort.body, h("p.dim.cohort-loading", "loading its children…"));
+  } else if (phase === "error") {
+    fill(cohort.body, h("p.dim.cohort-error", "could not load its children (see the error above)"));
   } else {
-    fill(cohort.body, h("p.dim", cohort.filter ? `no ${cohort.filter} children` : "no children yet"));
+    fill(cohort.body, h("p.dim.cohort-empty", cohort.filter ? `no ${cohort.filter} children`
+      : "empty: no child spawned in this visit yet"));
   }
   return cohort.section;
 }
@@ -958,6 +999,9 @@ function renderTree() {
   fill(focus.lineage, lines);
   focus.cohortsEl.style.marginLeft = `${(focus.ancestors.length + 1) * 18}px`;
   focus.empty.hidden = focus.cohorts.size > 0;
+  const reading = focus.cohortsLoading && !focus.cohortsRead;
+  fill(focus.empty, reading ? "loading its child workflows…" : "no child workflows in this stage");
+  focus.empty.dataset.state = reading ? "loading" : "empty";
   for (const cohort of focus.cohorts.values()) {
     const section = renderCohort(cohort);
     if (section.parentNode !== focus.cohortsEl) focus.cohortsEl.appendChild(section);
