@@ -97,10 +97,10 @@ async def open_lake(settings: Settings, *, database: str | None = None) -> LakeC
         default_dataset=settings.dataset,
         operation_timeout=settings.operation_timeout,
         transaction_attempts=settings.transaction_attempts,
+        slots=transaction_slots(settings, embedded=embedded is not None),
+        ledger=SessionLedger,  # a survivor can end our transactions if we die
     )
     lake.indexes.extend(content_indexes(settings.content_indexes))
-    lake.sessions = SessionLedger(lake)  # a survivor can end our transactions if we die
-    lake.slots = transaction_slots(settings, embedded=embedded is not None)
     try:
         await lake.ensure_dataset()
     except BaseException as exc:

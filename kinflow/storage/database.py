@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pymongo
@@ -93,9 +93,15 @@ class LakeDatabase:
     transaction_attempts: int = 12
     indexes: list[IndexSpec] = field(default_factory=lambda: list(BASE_INDEXES))
     side_indexes: dict[str, list[IndexSpec]] = field(default_factory=dict)
-    sessions: SessionLedger | None = None  # set by open_lake: see kinflow.storage.sessions
-    slots: TransactionSlots | None = None  # set by open_lake: see kinflow.storage.slots
+    slots: TransactionSlots | None = None  # open transactions at most (kinflow.storage.slots)
+    ledger: InitVar[Callable[[LakeDatabase], SessionLedger] | None] = None
+    """Builds this process's session ledger over the lake (kinflow.storage.sessions);
+    ``None``: no ledger (a tool's short-lived connection)."""
+    sessions: SessionLedger | None = field(default=None, init=False)
     _ready: set[str] = field(default_factory=set, repr=False)
+
+    def __post_init__(self, ledger: Callable[[LakeDatabase], SessionLedger] | None) -> None:
+        self.sessions = ledger(self) if ledger is not None else None
 
     # -- datasets --------------------------------------------------------
 

@@ -35,18 +35,17 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pymongo.errors import OperationFailure, PyMongoError
 
 if TYPE_CHECKING:
-    from bson.timestamp import Timestamp
     from pymongo.asynchronous.client_session import AsyncClientSession
 
     from kinflow.storage.lake import Lake
+
+from kinflow.storage.subscription import ChangeEvent, Fence, Subscription
 
 log = logging.getLogger("kinflow.hub")
 
@@ -59,22 +58,6 @@ SnapshotLoader = Callable[["AsyncClientSession"], Awaitable[Sequence[Mapping[str
 
 def doc_topic(doc_id: str) -> str:
     return f"doc:{doc_id}"
-
-
-@dataclass(frozen=True)
-class ChangeEvent:
-    """One committed change (or ``snapshot``/``resync``) as a subscriber sees it."""
-
-    kind: str  # snapshot | insert | update | replace | delete | resync
-    document_id: str | None = None
-    document: Mapping[str, Any] | None = None
-    documents: tuple[Mapping[str, Any], ...] = ()
-    updated_fields: Mapping[str, Any] | None = None
-    cluster_time: Timestamp | None = None
-    rev: str | None = None
-
-
-RESYNC = ChangeEvent(kind="resync")
 
 
 def event_from_change(change: Mapping[str, Any]) -> ChangeEvent | None:
@@ -96,108 +79,6 @@ def event_from_change(change: Mapping[str, Any]) -> ChangeEvent | None:
         cluster_time=change.get("clusterTime"),
         rev=rev,
     )
-
-
-@dataclass(eq=False)
-class Subscription:
-    """A subscriber's bounded queue; iterate it to receive events."""
-
-    topic: str
-    limit: int
-    _hub: ChangeHub = field(repr=False)
-    _queue: deque[ChangeEvent] = field(default_factory=deque, repr=False)
-    _buffer: list[ChangeEvent] | None = field(default_factory=list, repr=False)
-    _wake: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
-    _fence: _Fence | None = field(default=None, repr=False)
-    closed: bool = False
-    lagged: bool = False
-
-    def offer(self, event: ChangeEvent) -> None:
-        if self.closed:
-            return
-        if self._buffer is not None:
-            self._buffer.append(event)
-            if len(self._buffer) > self.limit:
-                self.cut_off()
-            return
-        if self._fence is not None:
-            if not self._fence.is_after_read(event):
-                self._fence.held.append(event)
-                if len(self._fence.held) > self.limit:
-                    self.cut_off()
-                return
-            self._lift_fence()
-        self._enqueue(event)
-
-    def _enqueue(self, event: ChangeEvent) -> None:
-        if self.closed:
-            return
-        if len(self._queue) >= self.limit:
-            self.cut_off()
-            return
-        self._queue.append(event)
-        self._wake.set()
-
-    def _lift_fence(self) -> None:
-        """The stream has passed the snapshot read: deliver what it did not reflect."""
-        fence, self._fence = self._fence, None
-        if fence is None:
-            return
-        self._hub._fenced.discard(self)
-        for event in fence.unreflected():
-            self._enqueue(event)
-
-    def quiet_round(self, rounds: int) -> None:
-        if self._fence is not None and rounds >= self._fence.lift_at_round:
-            self._lift_fence()
-
-    def cut_off(self) -> None:
-        """Drop everything queued and tell the consumer to resubscribe."""
-        self.lagged = True
-        self._buffer = None
-        self._queue.clear()
-        self._queue.append(RESYNC)
-        self.closed = True
-        self._wake.set()
-        self._hub._forget(self)
-
-    def _go_live(self, first: Sequence[ChangeEvent], fence: _Fence | None = None) -> None:
-        if self.closed:
-            return
-        buffered, self._buffer = self._buffer or [], None
-        self._queue.extend(first)
-        if fence is not None:
-            self._fence = fence
-            self._hub._fenced.add(self)
-        for event in buffered:
-            self.offer(event)
-        self._wake.set()
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self._wake.set()
-            self._hub._forget(self)
-
-    def pending(self) -> int:
-        return len(self._queue)
-
-    def __aiter__(self) -> AsyncIterator[ChangeEvent]:
-        return self
-
-    async def __anext__(self) -> ChangeEvent:
-        while True:
-            if self._queue:
-                return self._queue.popleft()
-            if self.closed:
-                raise StopAsyncIteration
-            self._wake.clear()
-            await self._wake.wait()
-
-    async def next(self, timeout: float | None = None) -> ChangeEvent:
-        """The next event, or ``TimeoutError`` after ``timeout`` seconds."""
-        async with asyncio.timeout(timeout):
-            return await self.__anext__()
 
 
 class ChangeHub:
@@ -286,7 +167,7 @@ class ChangeHub:
         sub = Subscription(topic=topic, limit=queue_size or self.queue_size, _hub=self)
         self._subscribers.setdefault(topic, set()).add(sub)
         if snapshot is None:
-            sub._go_live(())
+            sub.go_live(())
             return sub
         try:
             async with self.lake.client.start_session(causal_consistency=True) as session:
@@ -296,7 +177,7 @@ class ChangeHub:
             sub.close()
             raise
         # two more empty reads: the second is sent after this read replied
-        fence = _Fence({d.get("_id"): d.get("_rev") for d in docs}, read_at,
+        fence = Fence({d.get("_id"): d.get("_rev") for d in docs}, read_at,
                        lift_at_round=self.quiet_rounds + 2)  # fmt: skip
         snapshot_event = ChangeEvent(
             kind="snapshot",
@@ -305,8 +186,14 @@ class ChangeHub:
             documents=tuple(docs),
             cluster_time=read_at,
         )
-        sub._go_live([snapshot_event], fence)
+        sub.go_live([snapshot_event], fence)
         return sub
+
+    def _fencing(self, sub: Subscription, fenced: bool) -> None:
+        if fenced:
+            self._fenced.add(sub)
+        else:
+            self._fenced.discard(sub)
 
     def _forget(self, sub: Subscription) -> None:
         self._fenced.discard(sub)
@@ -383,40 +270,3 @@ class ChangeHub:
                 attempt += 1
             self.reopens += 1
             await asyncio.sleep(random.uniform(0.05, min(5.0, 0.1 * 2**attempt)))
-
-
-@dataclass
-class _Fence:
-    """Holds the changes a snapshot may reflect until they can be judged.
-
-    The stream delivers changes in cluster-time order, so once one change
-    after the read's upper bound passes, every later one is after it too and
-    the fence lifts.
-    """
-
-    snapshot_rev: dict[Any, Any]
-    read_at: Timestamp | None
-    lift_at_round: int
-    held: list[ChangeEvent] = field(default_factory=list)
-
-    def is_after_read(self, event: ChangeEvent) -> bool:
-        return (
-            self.read_at is None or event.cluster_time is None or event.cluster_time > self.read_at
-        )
-
-    def unreflected(self) -> list[ChangeEvent]:
-        """The held changes in order, less those the snapshot already shows."""
-        last_reflected: dict[Any, int] = {}
-        for index, event in enumerate(self.held):
-            doc_id = event.document_id
-            if doc_id in self.snapshot_rev:
-                rev = self.snapshot_rev[doc_id]
-                if rev is not None and event.rev == rev:
-                    last_reflected[doc_id] = index
-            elif event.kind == "delete":
-                last_reflected[doc_id] = index
-        return [
-            event
-            for index, event in enumerate(self.held)
-            if index > last_reflected.get(event.document_id, -1)
-        ]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kinflow.storage import ChangeEvent, ChangeHub, Lake, Subscription, doc_topic
-from kinflow.storage.hub import _Fence
+from kinflow.storage.subscription import Fence
 
 
 @pytest.fixture
@@ -124,7 +124,7 @@ def test_the_fence_drops_what_the_snapshot_shows_and_keeps_the_rest() -> None:
     def change(kind: str, doc_id: str, rev: str | None = None) -> ChangeEvent:
         return ChangeEvent(kind=kind, document_id=doc_id, rev=rev)
 
-    fence = _Fence({"shown": "r2", "shown-early": "r0"}, read_at=None, lift_at_round=0)
+    fence = Fence({"shown": "r2", "shown-early": "r0"}, read_at=None, lift_at_round=0)
     fence.held = [
         change("update", "shown", "r1"),  # before the snapshot's revision: shown
         change("update", "shown-early", "r5"),  # its snapshot revision came before: new
