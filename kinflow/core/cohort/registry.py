@@ -122,7 +122,7 @@ class Row:
     child_id: str
     resolved: bool
     stage_entry: str = ""  # the key of the stage visit that spawned the row
-    outcome: str | None = None  # succeeded | failed | aborted once finished (cohort/outcomes.py)
+    outcome: str | None = None  # succeeded | failed | aborted once finished (outcomes.py)
     outputs: dict[str, Any] | None = None
     outputs_error: str | None = None
     attempt: int = 1
