@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kinflow.cli.backends import Backend, LocalBackend, RemoteBackend
-from kinflow.engine.parking import Parking
+from kinflow.cli.remote import RemoteBackend
+
+if TYPE_CHECKING:
+    from kinflow.cli.backends import Backend
 
 QUERY = """query($ids: [ID!]) { parkedInstances(ids: $ids, first: 1000) {
   instanceId kind code message until failures } }"""
@@ -20,6 +22,9 @@ async def parked_views(backend: Backend, ids: Iterable[str]) -> dict[str, dict[s
     if isinstance(backend, RemoteBackend):
         found = (await backend.call(QUERY, {"ids": wanted}))["parkedInstances"]
         return {str(p["instanceId"]): dict(p) for p in found}
+    from kinflow.cli.local import LocalBackend
+    from kinflow.engine.parking import Parking
+
     assert isinstance(backend, LocalBackend)
     engine = backend.engine
     listed = await Parking(engine.lake, engine.dataset).listed(wanted, limit=len(wanted))
