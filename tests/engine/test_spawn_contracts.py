@@ -79,9 +79,13 @@ async def test_every_broken_handoff_is_named_in_one_refusal(engine: Engine) -> N
     for issue in issues:
         assert (issue["parent"], issue["stage"], issue["activity"], issue["child"]) == (
             "report", "review", "lines", "approval")
+    details = {i["action"]: i["detail"] for i in issues}
+    assert details["missing"] == ("report -> approval (stage review, action missing): with "
+                                  "leaves out approval.amount, a required input")
+    assert "'twelve'" in details["wrong-type"] and "number" in details["wrong-type"]
     message = refused.value.message
-    assert message.startswith("4 bad parent-to-child handoff(s)")
-    assert "a required input" in message and "'twelve'" in message
+    assert message.startswith("4 bad parent-to-child handoff(s): report -> approval")
+    assert message.endswith("; and 3 more")
     assert await engine.lake.count({}) == 0
 
 
