@@ -123,3 +123,11 @@ async def test_a_handoff_that_leaves_an_input_empty_says_so_at_the_start(engine:
         await engine.start_instance("c")
     assert own.value.details == {"fields": ["item"], "source": "input", "definition": "c"}
     assert "the start must pass in fields" in own.value.message
+
+
+async def test_a_constant_null_for_a_required_input_is_refused(engine: Engine) -> None:
+    with pytest.raises(SpawnContractsInvalid) as refused:
+        await engine.deploy([report(("nothing", {"amount": "null"})), approval()])
+    [issue] = refused.value.details["issues"]
+    assert (issue["reason"], issue["field"]) == ("wrong-type", "amount")
+    assert "leaves the required input 'amount' empty" in issue["detail"]
