@@ -98,6 +98,21 @@ def event_from_change(change: Mapping[str, Any]) -> ChangeEvent | None:
     )
 
 
+def _unless_cancelled(sub: Subscription) -> None:
+    """Close ``sub`` and re-raise a cancellation that something below swallowed.
+
+    A cancellation that lands in the snapshot's read can be absorbed below
+    kinflow: the task then runs on with its cancellation still requested
+    (``Task.cancelling()``) and would wait for events for ever, registered.
+    Subscribe/complete churn left hundreds of such subscribers behind after
+    their socket closed; checking before every wait ends them.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        sub.close()
+        raise asyncio.CancelledError
+
+
 @dataclass(eq=False)
 class Subscription:
     """A subscriber's bounded queue; iterate it to receive events."""
@@ -191,6 +206,7 @@ class Subscription:
                 return self._queue.popleft()
             if self.closed:
                 raise StopAsyncIteration
+            _unless_cancelled(self)
             self._wake.clear()
             await self._wake.wait()
 
@@ -295,6 +311,7 @@ class ChangeHub:
         except BaseException:
             sub.close()
             raise
+        _unless_cancelled(sub)
         # two more empty reads: the second is sent after this read replied
         fence = _Fence({d.get("_id"): d.get("_rev") for d in docs}, read_at,
                        lift_at_round=self.quiet_rounds + 2)  # fmt: skip
