@@ -1,4 +1,4 @@
-"""The GraphQL object types of GRAPHQL.md: thin views over stored documents.
+"""The GraphQL object types of the API (docs/api.md): thin views over stored documents.
 
 Each view keeps the raw lake document (``strawberry.Private``) and computes
 its fields on demand, so a query pays only for what it selects. Related
@@ -11,9 +11,6 @@ from here too.
 """
 
 from __future__ import annotations
-
-import base64
-import json
 
 import strawberry
 
@@ -66,8 +63,6 @@ __all__ = [
     "Subworkflow",
     "WorkflowDefinition",
     "WorkflowInstance",
-    "decode_cursor",
-    "encode_cursor",
     "instance_status",
 ]
 
@@ -437,19 +432,6 @@ class InstanceConnection:
     nodes: list[WorkflowInstance]
     page_info: PageInfo
     total_count: int
-
-
-def encode_cursor(doc_id: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"after": doc_id}).encode()).decode()
-
-
-def decode_cursor(cursor: str) -> str | None:
-    try:
-        value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except ValueError:
-        return None
-    after = value.get("after") if isinstance(value, dict) else None
-    return after if isinstance(after, str) else None
 
 
 @strawberry.type
