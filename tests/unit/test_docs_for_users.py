@@ -56,8 +56,9 @@ def _leads(page: Path) -> list[str]:
 
 
 def test_every_cited_section_exists() -> None:
-    """``docs/x.md, "Name"`` in code, tests, benchmarks or docs names a heading, or the
-    opening words of a line, of that page, so renaming a section strands no pointer to it."""
+    """A page and a quoted section name (``docs/<page>, "Name"``) cited in code, tests,
+    benchmarks or docs name a heading, or the opening words of a line, of that page, so
+    renaming a section strands no pointer to it."""
     citing = [ROOT / "README.md", *DOCS.glob("*.md"),
               *(path for folder in ("kinflow", "tests", "bench")
                 for path in (ROOT / folder).rglob("*.py"))]
