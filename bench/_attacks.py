@@ -1,12 +1,12 @@
 """Denial-of-service attempts run beside the soak's honest clients.
 
-Each attack is one the security review found (issue "Close the holes an
-attacker found"): a nested GROQ query over thousands of documents,
-subscriptions to invented datasets, oversized idempotency keys, squatted
-engine ids and a very large deploy. The attacker repeats them until the soak
-ends while a probe asks ``/healthz`` four times a second; the soak prints how
-each attempt was answered and the probe's latency, so a run shows whether
-the server stayed responsive under load *and* attack.
+Each attack is one a security review found (docs/security.md): a nested GROQ
+query over thousands of documents, subscriptions to invented datasets,
+oversized idempotency keys, squatted engine ids and a very large deploy. The
+attacker repeats them until the soak ends while a probe asks ``/healthz`` four
+times a second; the soak prints how each attempt was answered and the probe's
+latency, so a run shows whether the server stayed responsive under load *and*
+attack.
 
 Outcomes are tallied by the code the server answered with (``ok`` when it
 accepted the request), never counted as the honest clients' errors.

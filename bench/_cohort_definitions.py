@@ -3,7 +3,7 @@
 The parent's ``fan-out`` spawns a child per item; each child finishes with one
 action; the parent's ``all-done`` fires once no child of the current visit is
 active. ``windowed_parent(n)`` is the same parent with ``maxActive: n`` on its
-spawn (issue 15's window). Shared by ``cohort.py`` (the engine called directly) and
+spawn (its window). Shared by ``cohort.py`` (the engine called directly) and
 ``cohort_api.py`` (through ``kinflow serve``), so both measure the same cohort.
 """
 

@@ -29,7 +29,7 @@ then the parent document's size and the ratios time(N) / time(1,000).
 Each size gets a fresh server, stopped at the end (SIGTERM to its process
 group). Note the machine's load (``uptime``) beside any figure you keep.
 
-The window (issue 15): ``--max-active N`` gives the parent's spawn
+The window: ``--max-active N`` gives the parent's spawn
 ``maxActive: N`` (``windowed_parent``). Rows beyond the window start queued,
 without a child, so the callers fire only children that exist (``_window``
 polls the lake for the cohort's live children and feeds them in ``forEach``
@@ -484,7 +484,7 @@ async def main() -> None:
                         help="print the lake's operations per fire by kind")
     window = parser.add_mutually_exclusive_group()
     window.add_argument("--max-active", type=int, default=None, metavar="N",
-                        help="give the parent's spawn maxActive: N (issue 15's window)")
+                        help="give the parent's spawn maxActive: N (a window)")
     window.add_argument("--compare-window", type=int, default=None, metavar="N",
                         help="run each size without a window, then with maxActive: N, "
                              "and print time(window) / time(no window)")

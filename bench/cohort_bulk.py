@@ -1,6 +1,6 @@
 """One ``fireCohort`` over N children versus N single ``fireAction`` calls, through the API.
 
-Issue 16: a frontend drives a large cohort with one bulk call instead of N
+A frontend drives a large cohort with one bulk call instead of N
 calls. This starts ``kinflow serve`` with default settings (its own temporary
 data directory and embedded lake, a free port on 127.0.0.1), deploys the
 cohort benchmarks' parent and child (bench/_cohort_definitions.py), puts N

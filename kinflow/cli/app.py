@@ -16,7 +16,7 @@ import typer
 
 from kinflow import __version__
 from kinflow.cli.cohort import cohort
-from kinflow.cli.console import err, out, run, run_sync_parse, target
+from kinflow.cli.console import GIVEN, err, out, run, run_sync_parse, target
 from kinflow.cli.help import plain_help
 from kinflow.cli.lake_commands import lake_app
 from kinflow.cli.purge import purge
@@ -59,6 +59,7 @@ def _options(
                                      help="API token for --url."),
 ) -> None:
     """kinflow: workflows that fan out into child workflows."""
+    GIVEN.update(url=url, token=token)
 
 
 def with_backend(url: str | None, token: str | None,

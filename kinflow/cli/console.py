@@ -10,7 +10,6 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import click
 import typer
 from rich.console import Console
 
@@ -46,10 +45,13 @@ def run_sync_parse(parse: Callable[[], T]) -> T:
         raise typer.Exit(1) from None
 
 
+GIVEN: dict[str, str | None] = {"url": None, "token": None}
+"""``--url``/``--token`` given before the command name (or ``KINFLOW_URL``/``KINFLOW_TOKEN``):
+set by the top-level options on every run, before the command runs."""
+
+
 def target(url: str | None, token: str | None) -> tuple[str | None, str | None]:
     """The server a command talks to: its own ``--url``/``--token``, else the ones given
-    before the command name (``kinflow --url URL inspect ID``) or ``KINFLOW_URL`` and
-    ``KINFLOW_TOKEN``; no URL means the lake."""
-    context = click.get_current_context(silent=True)
-    given = context.find_root().params if context is not None else {}
-    return url or given.get("url"), token or given.get("token")
+    before the command name (``kinflow --url URL inspect ID``) or in the environment; no
+    URL means the lake."""
+    return url or GIVEN["url"], token or GIVEN["token"]

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kinflow.cli.backends import Backend, LocalBackend, RemoteBackend
+from kinflow.cli.remote import RemoteBackend
+
+if TYPE_CHECKING:
+    from kinflow.cli.backends import Backend
 
 QUERY = """query($ids: [ID!]) { parkedInstances(ids: $ids, first: 1000) {
   instanceId kind code message until failures } }"""
@@ -19,6 +22,8 @@ async def parked_views(backend: Backend, ids: Iterable[str]) -> dict[str, dict[s
     if isinstance(backend, RemoteBackend):
         found = (await backend.call(QUERY, {"ids": wanted}))["parkedInstances"]
         return {str(p["instanceId"]): dict(p) for p in found}
+    from kinflow.cli.local import LocalBackend
+
     assert isinstance(backend, LocalBackend)
     engine = backend.engine
     listed = await engine.parked(wanted, limit=len(wanted))

@@ -41,12 +41,14 @@ def parse_moment(text: str) -> str:
 
 async def purge_on(backend: Backend, where: PurgeFilter, dry_run: bool) -> dict[str, Any]:
     """``{dryRun, roots, instances}`` from whichever backend the command opened."""
-    from kinflow.cli.backends import LocalBackend, RemoteBackend
+    from kinflow.cli.remote import RemoteBackend
 
     if isinstance(backend, RemoteBackend):
         variables = {"w": {"finishedBefore": where.finished_before,
                            "definition": where.definition}, "d": dry_run}
         return dict((await backend.call(MUTATION, variables))["purgeInstances"])
+    from kinflow.cli.local import LocalBackend
+
     assert isinstance(backend, LocalBackend)
     engine = backend.engine
     counts = await engine.purge(where, dry_run=dry_run)

@@ -60,10 +60,10 @@ def check_contracts(models: Mapping[str, WorkflowDefinition], resolve: Resolver)
         for site in spawn_sites(model):
             issues.extend(_site_issues(name, site, resolve))
     if issues:
-        lines = [f"{i['parent']} -> {i['child']} ({i['stage']}/{i['action']}): {i['detail']}"
-                 for i in issues]
+        more = f"; and {len(issues) - 1} more" if len(issues) > 1 else ""
         raise SpawnContractsInvalid(
-            f"{len(issues)} bad parent-to-child handoff(s): " + "; ".join(lines), issues=issues
+            f"{len(issues)} bad parent-to-child handoff(s): {issues[0]['detail']}{more}",
+            issues=issues,
         )
 
 
@@ -72,9 +72,10 @@ def _site_issues(parent: str, site: SpawnSite, resolve: Resolver) -> list[dict[s
     child = resolve(ref.name, ref.version)
 
     def issue(reason: str, field: str | None, detail: str) -> dict[str, Any]:
+        where = f"{parent} -> {ref.name} (stage {site.stage}, action {site.action})"
         return {"reason": reason, "parent": parent, "from": parent, "stage": site.stage,
                 "activity": site.activity, "action": site.action, "child": ref.name,
-                "field": field, "path": site.path, "detail": detail}
+                "field": field, "path": site.path, "detail": f"{where}: {detail}"}
 
     if child is None:
         pinned = f" v{ref.version}" if isinstance(ref.version, int) else ""

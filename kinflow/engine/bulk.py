@@ -65,6 +65,12 @@ batch): each mark commit writes the parent while the fired children's propagatio
 write it too, so one per batch made the two retry each other's write conflicts."""
 
 
+def filtered(where: selection.CohortFilter | None) -> bool:
+    """Whether a selection evaluates a GROQ ``where``: CPU work, planned off the event loop
+    (under one budget for every row, ``Limits.groq_budget``)."""
+    return where is not None and where.where is not None
+
+
 class BulkRunner:
     """Runs bulk cohort verbs for one engine."""
 
@@ -90,7 +96,7 @@ class BulkRunner:
             return redriving.plan_select(state, verb, ctx)
 
         selected: list[str] = await t.plan(select, actor, None, t.clock(),
-                                           offload=heavy(state))
+                                           offload=heavy(state) or filtered(verb.where))
         result = selection.BulkResult(matched=len(selected))
         # one commit even for an empty selection: it forgets a call recorded before
         groups = list(selection.batches(selected, t.limits.bulk_batch)) or [[]]
@@ -170,7 +176,7 @@ class BulkRunner:
             return bulk.plan_select(state, call, ctx)
 
         selected: list[str] = await t.plan(select, actor, None, t.clock(),
-                                           offload=heavy(state))
+                                           offload=heavy(state) or filtered(call.where))
         return selected
 
     async def _fire(self, parent_id: str, call: bulk.CohortCall, actor: Actor

@@ -3,7 +3,7 @@
 
 The embedded lake decodes every document a ``find`` matches before it applies
 ``limit``, and evaluates any predicate beyond the index by decoding the
-document (reference/embedded-lake.md; measured in docs/subworkflows.md: a
+document (measured in docs/subworkflows.md: a
 status filter evaluated by the lake over a 10,000-row cohort's chunk
 summaries took a second, more than reading every chunk). So a page never asks
 the lake to search: the parent's summary names the chunks that hold a row of
@@ -14,7 +14,7 @@ doubling the batch only while the page is not full.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from kinflow.engine.rowstore import RowStore
 
 Matcher = Callable[[SubworkflowEntry], bool]
+#: runs a batch's matching somewhere else (a GROQ ``where`` runs off the event loop)
+Offload = Callable[[Callable[[], bool]], Awaitable[bool]]
 
 
 @dataclass(slots=True)
@@ -40,11 +42,13 @@ class RowPage:
 
 async def read_page(store: RowStore, parent_id: str, entry: dict[str, Any], *, first: int,
                     after: int | None, match: Matcher | None = None,
-                    tallies: Collection[str] | None = None) -> RowPage:
+                    tallies: Collection[str] | None = None,
+                    offload: Offload | None = None) -> RowPage:
     """Up to ``first`` rows of the cohort ``entry`` (a parent summary entry) after
     registry place ``after``, in registry order, that ``match``; ``tallies`` (the
     ``status:outcome`` pairs a matching row can have; ``None``: any) chooses the
-    chunks worth reading."""
+    chunks worth reading. ``offload`` runs each batch's matching (a GROQ filter: CPU
+    work) away from the event loop."""
     page = RowPage()
     if tallies is not None and not tallies:
         return page
@@ -58,11 +62,19 @@ async def read_page(store: RowStore, parent_id: str, entry: dict[str, Any], *, f
         docs = await store.lake.get_many(ids, dataset=store.collection)
         page.queries += 1
         page.chunks_read += len(docs)
-        for doc_id in ids:
-            doc = docs.get(doc_id)
-            if doc is not None and _collect(page, doc, entry, start, end, first, match):
-                page.has_next = True
-                return page
+
+        def collect(ids: list[str] = ids, docs: dict[str, Any] = docs) -> bool:
+            for doc_id in ids:
+                doc = docs.get(doc_id)
+                if doc is not None and _collect(page, doc, entry, start, end, first, match):
+                    return True
+            return False
+
+        full = await offload(collect) if offload is not None and match is not None \
+            else collect()
+        if full:
+            page.has_next = True
+            return page
         batch *= 2
     return page
 
@@ -87,9 +99,10 @@ def _collect(page: RowPage, doc: dict[str, Any], entry: dict[str, Any], start: i
 
 
 async def count_matching(store: RowStore, parent_id: str, entry: dict[str, Any],
-                         match: Matcher, tallies: Collection[str] | None) -> int:
+                         match: Matcher, tallies: Collection[str] | None,
+                         offload: Offload | None = None) -> int:
     """How many rows of the cohort ``match``: the one count that reads rows (a filter on
     row keys, stage or a GROQ ``where``); status/outcome counts come from the summary."""
     found = await read_page(store, parent_id, entry, first=total(entry),
-                            after=None, match=match, tallies=tallies)
+                            after=None, match=match, tallies=tallies, offload=offload)
     return len(found.rows)

@@ -43,8 +43,8 @@ class Budget:
     """
 
     __slots__ = ("_calls", "_since", "built", "cancelled", "clock", "deadline", "max_fetched",
-                 "max_length", "max_params_bytes", "max_scanned", "max_value_bytes", "scanned",
-                 "started", "stopped", "timeout")
+                 "max_length", "max_params_bytes", "max_scanned", "max_value_bytes", "pause",
+                 "scanned", "started", "stopped", "timeout")
 
     def __init__(self, *, max_scanned: int | None = None, timeout: float | None = None,
                  clock: Callable[[], float] | None = None, max_length: int | None = None,
@@ -74,6 +74,9 @@ class Budget:
         self.stopped: str | None = None
         self._calls = 0
         self._since = 0
+        #: called at every check of the deadline: a worker thread gives the event loop
+        #: its turn there (``kinflow.groq.pool``); ``None`` in the caller's own thread
+        self.pause: Callable[[], None] | None = None
 
     def check_length(self, source: str) -> None:
         """Refuse a query text longer than ``max_length`` before anything parses it."""
@@ -140,6 +143,8 @@ class Budget:
             self._cancelled()
         if self.deadline is not None:
             self.check_time()
+        elif self.pause is not None:
+            self.pause()
 
     def chunks(self, items: list[Any]) -> Iterator[list[Any]]:
         """``items`` in slices of ``CHUNK``, checking the budget before each one."""
@@ -152,6 +157,8 @@ class Budget:
 
     def check_time(self) -> None:
         """Raise when the deadline has passed."""
+        if self.pause is not None:
+            self.pause()
         if self.deadline is None or self.clock is None or self.started is None:
             return
         now = self.clock()

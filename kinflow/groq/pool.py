@@ -18,6 +18,7 @@ cancelled (the client went away) or its deadline passes.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -88,8 +89,16 @@ class Lanes:
         self._callers = self._engine = None
 
 
+def _give_way() -> None:
+    """Let the event loop take the interpreter if it is waiting for it (a CPU-bound thread
+    otherwise keeps it for a whole switch interval each time the loop asks)."""
+    time.sleep(0)
+
+
 async def _in_thread(pool: ThreadPoolExecutor, fn: Callable[[], T], budget: Budget | None
                      ) -> T:
+    if budget is not None and budget.pause is None:
+        budget.pause = _give_way
     future = asyncio.get_running_loop().run_in_executor(pool, fn)
     try:
         return await future

@@ -27,9 +27,10 @@ class FailureBudget:
     used: int = strawberry.field(description="Rows whose latest attempt failed or aborted, "
                                  "not counting the rows the budget itself stopped.")
     exceeded: bool
-    stopped: int = strawberry.field(description="Rows the budget skipped or aborted once it "
-                                    "was exceeded (abortReason failure-budget-exceeded); "
-                                    "they count in Cohort.aborted, not in used.")
+    stopped: int = strawberry.field(description="Rows the budget skipped, aborted or (under "
+                                    "cancel-rest) cancelled once it was exceeded (abortReason "
+                                    "failure-budget-exceeded); they count in Cohort.aborted "
+                                    "or Cohort.cancelled, never in used.")
 
 
 def budget_of(parent: Doc, activity: str, last: Row | None) -> failure_budget.Budget | None:

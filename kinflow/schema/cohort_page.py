@@ -16,8 +16,9 @@ import base64
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from kinflow import groq
 from kinflow.core.cohort import selection, tallies
 from kinflow.core.cohort.registry import Row, api_row
 from kinflow.core.context import Limits
@@ -25,10 +26,13 @@ from kinflow.core.state import SubworkflowEntry
 from kinflow.engine import cohort_pages
 from kinflow.engine.registry_cache import row_view
 from kinflow.errors import InvalidInput
+from kinflow.groq import pool
 from kinflow.schema.bulk import CohortFilter
 
 if TYPE_CHECKING:
     from kinflow.engine.rowstore import RowStore
+
+T = TypeVar("T")
 
 MAX_FIRST = 1000
 """The largest page a caller may ask for."""
@@ -81,11 +85,12 @@ def check_first(first: int) -> int:
 
 
 def spec_of(where: CohortFilter | None) -> selection.CohortFilter | None:
-    """The pure filter of a ``CohortFilter`` input (schema/bulk.py)."""
+    """The pure filter of a ``CohortFilter`` input (schema/selection.py)."""
     return where.to_core() if where is not None else None
 
 
-def filter_tallies(entry: dict[str, Any], spec: selection.CohortFilter | None) -> set[str] | None:
+def filter_tallies(entry: dict[str, Any], spec: selection.CohortFilter | None
+                   ) -> set[str] | None:
     """The ``status:outcome`` pairs of the cohort a row ``spec`` selects can have
     (``None``: the filter says nothing about them)."""
     if spec is None or (spec.status is None and spec.outcome is None):
@@ -126,21 +131,24 @@ class CohortSource:
     def row(self, entry: SubworkflowEntry) -> Row:
         return api_row(self.parent_id, entry, self.open_key, row_view(entry, self.open_key))
 
-    def matcher(self, spec: selection.CohortFilter | None) -> cohort_pages.Matcher | None:
+    def matcher(self, spec: selection.CohortFilter | None, budget: groq.Budget | None = None
+                ) -> cohort_pages.Matcher | None:
         if spec is None:
             return None
         tree = spec.check(self.limits)
-        return lambda row: spec.matches(row_view(row, self.open_key), tree)
+        return lambda row: spec.matches(row_view(row, self.open_key), tree, budget=budget)
 
-    async def page(self, first: int, after: str | None, where: CohortFilter | None
-                   ) -> RowsPage:
+    async def page(self, first: int, after: str | None, where: CohortFilter | None,
+                   caller: str | None = None) -> RowsPage:
         check_first(first)
         spec = spec_of(where)
-        match = self.matcher(spec)
+        budget = self.limits.groq_budget()  # one for the call: every row, the page, the count
+        match = self.matcher(spec, budget)
+        offload = filtering(spec, budget, caller)
         pairs = filter_tallies(self.entry, spec)
         found = await cohort_pages.read_page(self.store, self.parent_id, self.entry,
                                              first=first, after=decode(after, "row"),
-                                             match=match, tallies=pairs)
+                                             match=match, tallies=pairs, offload=offload)
         end = encode("row", found.rows[-1][0]) if found.rows else after
 
         async def counter() -> int:
@@ -151,7 +159,7 @@ class CohortSource:
                         tallies.count_where(self.entry, spec.status, spec.outcome))
             assert match is not None
             return await cohort_pages.count_matching(self.store, self.parent_id, self.entry,
-                                                     match, pairs)
+                                                     match, pairs, offload)
 
         return RowsPage([self.row(r) for _, r in found.rows], found.has_next, end, counter)
 
@@ -167,14 +175,20 @@ class CohortSource:
 
 async def page_of_rows(rows: list[Row], first: int, after: str | None,
                        where: CohortFilter | None,
-                       limits: Limits) -> RowsPage:
+                       limits: Limits, caller: str | None = None) -> RowsPage:
     """``Cohort.page`` over rows already in memory."""
     check_first(first)
     spec = spec_of(where)
     tree = spec.check(limits) if spec is not None else None
     place = decode(after, "at")
     start = 0 if place is None else place + 1
-    chosen = [(i, r) for i, r in enumerate(rows) if selection.matches_row(spec, r, tree)]
+    budget = limits.groq_budget()
+
+    def choose() -> list[tuple[int, Row]]:
+        return [(i, r) for i, r in enumerate(rows) if selection.matches_row(spec, r, tree, budget)]
+
+    offload = filtering(spec, budget, caller)
+    chosen = await offload(choose) if offload is not None else choose()
     after_start = [(i, r) for i, r in chosen if i >= start]
     page = after_start[:first]
     end = encode("at", page[-1][0]) if page else after
@@ -183,6 +197,16 @@ async def page_of_rows(rows: list[Row], first: int, after: str | None,
         return len(chosen)
 
     return RowsPage([r for _, r in page], len(after_start) > first, end, counter)
+
+
+def filtering(spec: selection.CohortFilter | None, budget: groq.Budget, caller: str | None
+              ) -> Callable[[Callable[[], T]], Awaitable[T]] | None:
+    """Where a filter's rows are matched: a GROQ ``where`` (CPU work under ``budget``, one
+    for the whole call) in ``caller``'s lane of the evaluation threads; anything else on
+    the event loop (``None``)."""
+    if spec is None or spec.where is None:
+        return None
+    return lambda fn: pool.off_loop(fn, budget, caller)
 
 
 def open_key_of(parent: dict[str, Any]) -> str | None:

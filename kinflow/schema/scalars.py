@@ -7,8 +7,6 @@ scalar passes strings through and only formats real ``datetime`` values.
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NewType
 
@@ -17,6 +15,7 @@ from strawberry.scalars import JSON
 from strawberry.types.scalar import ScalarDefinition
 
 from kinflow.errors import InvalidInput
+from kinflow.jsonvalues import jsonable  # lake values -> JSON (shared with the CLI)
 
 __all__ = ["JSON", "SCALAR_MAP", "DateTime", "jsonable"]
 
@@ -54,22 +53,3 @@ DATETIME_SCALAR = strawberry.scalar(
     parse_value=_parse_datetime,
 )
 SCALAR_MAP: dict[object, ScalarDefinition] = {DateTime: DATETIME_SCALAR}
-
-
-def jsonable(value: Any) -> Any:
-    """A deep copy of a lake value that any JSON encoder accepts.
-
-    Lake documents may hold BSON types (datetimes, ObjectIds, binary); the
-    JSON scalar passes values through untouched, so they are converted here.
-    """
-    if value is None or isinstance(value, str | bool | int | float):
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [jsonable(v) for v in value]
-    if isinstance(value, datetime):
-        return _serialize_datetime(value)
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode()
-    return str(value)

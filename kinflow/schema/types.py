@@ -1,4 +1,4 @@
-"""The GraphQL object types of GRAPHQL.md: thin views over stored documents.
+"""The GraphQL object types of the API (docs/api.md): thin views over stored documents.
 
 Each view keeps the raw lake document (``strawberry.Private``) and computes
 its fields on demand, so a query pays only for what it selects. Related
@@ -25,6 +25,7 @@ from kinflow.schema.bulk import CohortFilter, cohort_closed
 from kinflow.schema.cohort_page import CohortSource, RowsPage, page_of_rows
 from kinflow.schema.context import KInfo
 from kinflow.schema.definition_types import DeployedDefinition, DeployResult, WorkflowDefinition
+from kinflow.schema.evaluation import caller_key
 from kinflow.schema.instance_parts import (
     ActionVerdict,
     ActivityState,
@@ -240,10 +241,11 @@ class Cohort:
     async def page(self, info: KInfo, first: int | None = 100, after: str | None = None,
                    where: CohortFilter | None = None) -> SubworkflowConnection:
         first = 100 if first is None else first
+        caller = caller_key(info.context.actor)  # a where filter runs in the caller's lane
         if self.source is not None:
-            return SubworkflowConnection.of(await self.source.page(first, after, where))
+            return SubworkflowConnection.of(await self.source.page(first, after, where, caller))
         return SubworkflowConnection.of(await page_of_rows(
-            self.selected, first, after, where, info.context.services.engine.limits))
+            self.selected, first, after, where, info.context.services.engine.limits, caller))
 
     @classmethod
     def indexed(cls, source: CohortSource, last: Row, window: int | None = None) -> Cohort:

@@ -176,6 +176,7 @@ class ChangeHub:
         except BaseException:
             sub.close()
             raise
+        sub.unless_cancelled()
         # two more empty reads: the second is sent after this read replied
         fence = Fence({d.get("_id"): d.get("_rev") for d in docs}, read_at,
                        lift_at_round=self.quiet_rounds + 2)  # fmt: skip

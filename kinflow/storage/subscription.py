@@ -69,6 +69,21 @@ class Registry(Protocol):
     def _forget(self, sub: Subscription) -> None: ...
 
 
+def _unless_cancelled(sub: Subscription) -> None:
+    """Close ``sub`` and re-raise a cancellation that something below swallowed.
+
+    A cancellation that lands in the snapshot's read can be absorbed below
+    kinflow: the task then runs on with its cancellation still requested
+    (``Task.cancelling()``) and would wait for events for ever, registered.
+    Subscribe/complete churn left hundreds of such subscribers behind after
+    their socket closed; checking before every wait ends them.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        sub.close()
+        raise asyncio.CancelledError
+
+
 @dataclass(eq=False)
 class Subscription:
     """A subscriber's bounded queue; iterate it to receive events."""
@@ -169,6 +184,10 @@ class Subscription:
         if self.state is not State.CLOSED:
             self._move(State.CLOSED)
 
+    def unless_cancelled(self) -> None:
+        """Close and re-raise when this task's cancellation was swallowed below."""
+        _unless_cancelled(self)
+
     def pending(self) -> int:
         return len(self._queue)
 
@@ -181,6 +200,7 @@ class Subscription:
                 return self._queue.popleft()
             if self.state is State.CLOSED:
                 raise StopAsyncIteration
+            _unless_cancelled(self)
             self._wake.clear()
             await self._wake.wait()
 

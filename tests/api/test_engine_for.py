@@ -1,4 +1,4 @@
-"""``engine_for(dataset)`` builds engines like the default one (issue 17, item 4)."""
+"""``engine_for(dataset)`` builds engines like the default one."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 18: a finished family stays visible, cohort events come once, instance streams end.
+"""A finished family stays visible, cohort events come once, instance streams end.
 
 Each test drives the canonical article review (a translation cohort spawned
 on submit) through HTTP and a websocket only.

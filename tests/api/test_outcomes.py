@@ -1,4 +1,4 @@
-"""Issue 15 through the API: rows' outcome, outputs and attempt; the cohort's failed count;
+"""Outcomes through the API: rows' outcome, outputs and attempt; the cohort's failed count;
 ``childCompleted`` carrying them (HTTP and a websocket only)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """purgeInstances (admin): dry run by default, whole finished families only, and a purged
-instance is gone from every read the API and the inspector make (issue 17)."""
+instance is gone from every read the API and the inspector make."""
 
 from __future__ import annotations
 

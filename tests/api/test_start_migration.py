@@ -1,4 +1,4 @@
-"""Starting the API on a lake the first version wrote moves its leases out (issue 17)."""
+"""Starting the API on a lake the first version wrote moves its leases out."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """/graphql's transports: CORS, typed JSON refusals, subscriptions only over websockets,
-and the legacy graphql-ws protocol running queries and mutations (issues 12 and 18)."""
+and the legacy graphql-ws protocol running queries and mutations."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A websocket that closes while an event is on its way logs no traceback (issue 18, item 8)."""
+"""A websocket that closes while an event is on its way logs no traceback."""
 
 from __future__ import annotations
 

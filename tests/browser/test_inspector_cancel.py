@@ -1,4 +1,4 @@
-"""Issue 16 in the inspector: cancelling an instance (CANCELLING, then CANCELLED once its
+"""Cancellation in the inspector: cancelling an instance (CANCELLING, then CANCELLED once its
 children's cleanup ran) and the cohort verbs on a selection of rows (fire an action,
 cancel, abort), each showing its BulkResult.
 

@@ -1,4 +1,4 @@
-"""The inspector lists parked instances and offers the tick that retries one (issue 17)."""
+"""The inspector lists parked instances and offers the tick that retries one."""
 
 from __future__ import annotations
 

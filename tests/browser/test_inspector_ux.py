@@ -1,4 +1,4 @@
-"""Issue 18 in the inspector: finished families, one banner, roots first, history, reloads.
+"""The inspector: finished families, one banner, roots first, history, reloads.
 
 Each test drives the page in Debian's Chromium against the real app (see
 ``conftest.py``); screenshots land in ``test-artifacts/inspector/``.

@@ -1,4 +1,4 @@
-"""Issue 18, item 8: the CLI says what it means (help, --version, details, inspect labels)."""
+"""The CLI says what it means (help, --version, details, inspect labels)."""
 
 from __future__ import annotations
 

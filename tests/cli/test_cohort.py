@@ -1,5 +1,5 @@
 """``kinflow cohort PARENT ACTIVITY [--status S] [--fire ACT/ACTION | --abort | --redrive]`` on
-the lake and through a server (issues 15 and 16)."""
+the lake and through a server."""
 
 from __future__ import annotations
 

@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
+
+from tests.support import free_port
 
 HEAVY = ("kinflow.engine", "kinflow.schema", "kinflow.storage", "kinflow.core", "strawberry",
          "pymongo", "httpx", "uvicorn", "pydantic_settings", "yaml")
@@ -26,10 +29,11 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in {h.split(".
 """
 
 
-def loaded_after(*args: str) -> list[str]:
+def loaded_after(*args: str, env: dict[str, str] | None = None) -> list[str]:
     probe = PROBE % (HEAVY, HEAVY)
     done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True,
-                          text=True, timeout=120, check=True)
+                          text=True, timeout=120, check=True,
+                          env={**os.environ, **(env or {})})
     return list(json.loads(done.stderr.strip().splitlines()[-1]))
 
 
@@ -38,6 +42,15 @@ def test_the_cli_starts_without_the_heavy_parts(args: tuple[str, ...]) -> None:
     assert loaded_after(*args) == []
 
 
-def test_the_probe_sees_a_command_that_needs_them() -> None:
-    # the check above would pass vacuously if the probe could not see imports
-    assert "kinflow.engine" in loaded_after("cohort", "instance.x", "a", "--status", "late")
+def test_a_command_through_a_server_loads_only_the_http_client() -> None:
+    loaded = loaded_after("--url", f"http://127.0.0.1:{free_port()}", "inspect", "instance.x")
+    assert "httpx" in loaded  # it ran, and found nothing listening
+    assert not [m for m in loaded if m.split(".")[0] in ("strawberry", "pymongo")
+                or m.startswith(("kinflow.engine", "kinflow.schema", "kinflow.storage"))]
+
+
+def test_a_command_on_the_lake_loads_the_engine() -> None:
+    # the checks above would pass vacuously if the probe could not see imports
+    unreachable = {"KINFLOW_MONGODB_URI": "mongodb://127.0.0.1:9/?serverSelectionTimeoutMS=200",
+                   "KINFLOW_OPERATION_TIMEOUT": "1"}
+    assert "kinflow.engine" in loaded_after("tick", "instance.x", env=unreachable)

@@ -1,4 +1,4 @@
-"""``kinflow purge --before DATE [--definition D] [--yes]``: a dry run unless --yes (issue 17)."""
+"""``kinflow purge --before DATE [--definition D] [--yes]``: a dry run unless --yes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The CLI's tree shows each finished row's outcome and outputs (issue 15)."""
+"""The CLI's tree shows each finished row's outcome and outputs."""
 
 from __future__ import annotations
 

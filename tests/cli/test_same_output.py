@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from .test_cli import EXAMPLES, instance_id, invoke
+from .test_cli import EXAMPLES, instance_id, invoke, refused
 from .test_remote import TOKENS
 from .test_remote import server as server  # the running server fixture
 
@@ -30,6 +30,7 @@ def on_both(url: str, *args: str) -> str:
     with --url before and after the command name."""
     status, local = invoke(*args)
     assert status == 0, local
+    refused(["--url", url, *args], "unauthenticated")  # the server answers, not the lake
     status, before = invoke("--url", url, "--token", ADMIN, *args)
     assert status == 0, before
     status, after = invoke(*args, "--url", url, "--token", ADMIN)

@@ -1,8 +1,8 @@
 """`kinflow tail` prints each change once, and the lake and `--url` modes print the same lines.
 
-Before issue 18 a child's completion printed twice (lake mode: two identical
-lines; ``--url``: ``completed`` then ``changed``), and only ``--url`` printed
-snapshots of instances that existed before the tail started.
+It guards against a child's completion printed twice (lake mode: two identical
+lines; ``--url``: ``completed`` then ``changed``), and against only ``--url``
+printing snapshots of instances that existed before the tail started.
 """
 
 from __future__ import annotations

@@ -32,13 +32,17 @@ def row(i: int, state: str = "active", activity: str = "translate", visit: str =
         extra["resolved"] = ResolvedRow(at=AT, aborted=True, detail=outcomes.BUDGET_STOPPED)
         extra["outcome"] = "aborted"
         extra["abortReason"] = outcomes.BUDGET_STOPPED
+    elif state == "stopped-cancel":  # cancelled by the failure budget (cancel-rest)
+        extra["resolved"] = ResolvedRow(at=AT, cancelled=True)
+        extra["outcome"] = "cancelled"
+        extra["abortReason"] = outcomes.BUDGET_STOPPED
     return SubworkflowEntry.model_validate({
         "_key": f"k{i}", "activity": activity, "action": "fan-out", "definition": "c",
         "stageEntry": visit, "cohortStage": "review", "rowKey": f"r{i:04d}",
         "ref": {"id": f"lake:d:c-{i}"}, "spawnedAt": AT, **extra})
 
 
-STATES = ["active", "queued", "succeeded", "failed", "aborted", "stopped"]
+STATES = ["active", "queued", "succeeded", "failed", "aborted", "stopped", "stopped-cancel"]
 
 
 def registry(n: int, seed: int = 1) -> list[SubworkflowEntry]:
@@ -98,6 +102,11 @@ def test_rows_the_budget_stopped_count_as_aborted_not_failed() -> None:
     assert tallies.counts(tallies.summarise(mine)[0]) == expected
     again = row(1, "failed").model_copy(update={"abortReason": outcomes.BUDGET_STOPPED})
     assert count([api_row("p", again, "v1")]).failed == 1  # it failed before its abort ran
+    rest = [row(0, "failed"), row(1, "failed"), row(2, "stopped-cancel"), row(3, "stopped")]
+    expected = CohortCounts(total=4, active=0, done=2, aborted=1, failed=2, cancelled=1,
+                            stopped=2)
+    assert count([api_row("p", r, "v1") for r in rest]) == expected  # cancel-rest
+    assert tallies.counts(tallies.summarise(rest)[0]) == expected
 
 
 def test_an_older_summary_is_counted_again_and_read_whole_while_ambiguous() -> None:

@@ -1,6 +1,6 @@
 """An ``abortCohort`` with a filter that settles a cohort lets the parent's gate fire.
 
-Found by the kill test (issue 16 item 3): the batch commit condemns rows
+Found by the kill test: the batch commit condemns rows
 without leaving the stage, and the abort drain's stamp ran no hop and left
 none owed, so a parent whose last live rows were aborted sat in the stage with
 its settled gate true until something else touched it. The stamp now owes the

@@ -1,4 +1,4 @@
-"""Engine bookkeeping lives beside the content dataset, never in it (issue 17, item 3)."""
+"""Engine bookkeeping lives beside the content dataset, never in it."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from kinflow.core.cohort import tallies
 from kinflow.core.errors import ActionDisabled, ContractViolation, InjectedFault
 from kinflow.define.loading import load_definitions
 from kinflow.engine import EffectCall, Engine
@@ -211,6 +212,9 @@ async def test_cancel_rest_cancels_the_live_rows_when_the_budget_is_exceeded(
     final = {r.rowKey: r.outcome for r in (await engine.get_instance(parent)).subworkflows}
     assert final == {"x": "failed", "y": "cancelled", "z": "cancelled"}
     assert len(calls) == 2
+    summary = (await engine.get_instance(parent)).cohortRows or []
+    counts = tallies.counts(summary[0])  # the budget's cancels are not failures
+    assert (counts.failed, counts.cancelled, counts.stopped) == (1, 2, 2)
     await assert_repaired(engine)
 
 

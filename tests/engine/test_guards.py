@@ -1,4 +1,4 @@
-"""Issue 12 findings 4-6 at the engine: keyed calls fingerprinted, inputs and instances
+"""Security findings at the engine: keyed calls fingerprinted, inputs and instances
 bounded (aborts still work), engine ids reserved, the heartbeat's scans never starved."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A heartbeat item that fails with a permanent refusal is parked, backs off, and ``tick``
-un-parks it (issue 17)."""
+un-parks it."""
 
 from __future__ import annotations
 

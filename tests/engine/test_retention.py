@@ -1,4 +1,4 @@
-"""Retention: whole finished families are purged, never one with a live member (issue 17)."""
+"""Retention: whole finished families are purged, never one with a live member."""
 
 from __future__ import annotations
 

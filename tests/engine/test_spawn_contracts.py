@@ -79,9 +79,13 @@ async def test_every_broken_handoff_is_named_in_one_refusal(engine: Engine) -> N
     for issue in issues:
         assert (issue["parent"], issue["stage"], issue["activity"], issue["child"]) == (
             "report", "review", "lines", "approval")
+    details = {i["action"]: i["detail"] for i in issues}
+    assert details["missing"] == ("report -> approval (stage review, action missing): with "
+                                  "leaves out approval.amount, a required input")
+    assert "'twelve'" in details["wrong-type"] and "number" in details["wrong-type"]
     message = refused.value.message
-    assert message.startswith("4 bad parent-to-child handoff(s)")
-    assert "a required input" in message and "'twelve'" in message
+    assert message.startswith("4 bad parent-to-child handoff(s): report -> approval")
+    assert message.endswith("; and 3 more")
     assert await engine.lake.count({}) == 0
 
 
@@ -119,3 +123,11 @@ async def test_a_handoff_that_leaves_an_input_empty_says_so_at_the_start(engine:
         await engine.start_instance("c")
     assert own.value.details == {"fields": ["item"], "source": "input", "definition": "c"}
     assert "the start must pass in fields" in own.value.message
+
+
+async def test_a_constant_null_for_a_required_input_is_refused(engine: Engine) -> None:
+    with pytest.raises(SpawnContractsInvalid) as refused:
+        await engine.deploy([report(("nothing", {"amount": "null"})), approval()])
+    [issue] = refused.value.details["issues"]
+    assert (issue["reason"], issue["field"]) == ("wrong-type", "amount")
+    assert "leaves the required input 'amount' empty" in issue["detail"]

@@ -1,4 +1,4 @@
-"""misc/params.yml over the lake: an unbound parameter is refused on every path (issue 17).
+"""misc/params.yml over the lake: an unbound parameter is refused on every path.
 
 The in-memory runner refuses ``$p`` with no ``p``; the lake path answered some
 such queries from its MongoDB prefilter alone (a count, a pushed-down filter)

@@ -1,4 +1,4 @@
-"""The session ledger: a process records its sessions; survivors end a dead one's (issue 17)."""
+"""The session ledger: a process records its sessions; survivors end a dead one's."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 16: a ``fireCohort`` cut by a real SIGKILL half-way is finished by a retry with its
+"""A ``fireCohort`` cut by a real SIGKILL half-way is finished by a retry with its
 key, and no child gets the action twice.
 
 A parent spawns 60 children (tests/engine/bulk_defs.py). A separate process

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.lake
 
 
 NEW_POINTS = ("before-cancel-children", "before-cancel-stamp", "mid-bulk")
-"""The commit boundaries of cancellation and bulk calls (issue 16)."""
+"""The commit boundaries of cancellation and bulk calls."""
 
 
 def _summary(label: str, report: KillReport) -> str:

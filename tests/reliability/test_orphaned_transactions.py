@@ -1,4 +1,4 @@
-"""A client SIGKILLed mid-transaction no longer blocks its instance for a minute (issue 17).
+"""A client SIGKILLed mid-transaction no longer blocks its instance for a minute.
 
 The lake here is one kinflow did not start (a daemon the test runs, reached
 by URI), so nobody ends every session at start-up: only the heartbeat's

@@ -1,4 +1,4 @@
-"""Security, authentication: issue 12's findings 1 (token bypass) and 10 (token guessing).
+"""Security, authentication: a token bypass and token guessing.
 
 The bypass: the GraphiQL exemption matched the raw bytes ``query=`` while
 strawberry decodes parameter names, so ``GET /graphql?%71uery=...`` with

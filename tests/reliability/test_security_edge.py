@@ -1,4 +1,4 @@
-"""Security, edge: DNS rebinding against a server without tokens (issue 12, finding 7).
+"""Security, edge: DNS rebinding against a server without tokens.
 
 A page on ``attacker.example`` whose name is re-pointed at 127.0.0.1 talks to
 the API same-origin: ``Host: attacker.example`` and a matching ``Origin``.

@@ -1,4 +1,4 @@
-"""Security, GROQ and deploys (issue 12 findings 3 and 9): one viewer query or one large
+"""Security, GROQ and deploys: one viewer query or one large
 deploy must not freeze the process, and a query nobody waits for must stop.
 
 A real uvicorn server on 127.0.0.1 in this test's event loop: ``/healthz`` is polled

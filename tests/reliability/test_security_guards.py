@@ -1,4 +1,4 @@
-"""Issue 12 findings 4-6 replayed through the API, as the attacker sent them.
+"""Security findings 4-6 replayed through the API, as the attacker sent them.
 
 4. a key reused for another action silently replayed: now refused;
 5. three pings with 5.5 MB keys bricked a child and left its parent's cancel

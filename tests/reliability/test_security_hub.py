@@ -1,4 +1,4 @@
-"""Security (issue 12, finding 2): a viewer must not exhaust the lake's connections.
+"""Security: a viewer must not exhaust the lake's connections.
 
 The attack: a viewer subscribes to ``documentChanged`` with ~120 invented
 dataset names; each used to create a collection and a change stream that was

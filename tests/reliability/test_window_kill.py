@@ -1,4 +1,4 @@
-"""Issue 15: a window left under-filled by a real SIGKILL is refilled by one heartbeat pass.
+"""A window left under-filled by a real SIGKILL is refilled by one heartbeat pass.
 
 A parent spawns one child per row with ``maxActive: 3``. A separate process
 (tests/reliability/window_driver.py) finishes a live child and SIGKILLs itself

@@ -239,7 +239,7 @@ def test_dependency_cycle_is_refused() -> None:
 
 
 def test_a_missing_title_hides_no_other_problem() -> None:
-    """Issue 18 item 7: one definition-invalid lists structural and semantic problems."""
+    """One definition-invalid lists structural and semantic problems."""
     definition = simple("rounds", [
         {"name": "a", "transitions": [{"name": "t", "to": "ghost"}]},
         {"name": "b", "transitions": [{"name": "u", "to": "a", "when": "$fields.x =="}]},

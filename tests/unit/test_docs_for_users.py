@@ -21,6 +21,8 @@ DIARY = re.compile(
     re.IGNORECASE,
 )
 DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+SECTION_CITE = re.compile(r'docs/([\w-]+\.md)`?,?\s+"([^"]+)"')
+LINE_BREAK = re.compile(r"\n\s*(?:#|\*)?\s*")  # a citation may wrap in a comment or a list
 
 
 def _hits(pattern: re.Pattern[str], pages: list[Path]) -> list[str]:
@@ -44,6 +46,31 @@ def test_performance_gives_current_figures_by_topic() -> None:
     assert len(text.splitlines()) < 400
     assert _hits(DATE, [performance]) == []
     assert "## Current figures" in text and "## How to reproduce" in text
+
+
+def _leads(page: Path) -> list[str]:
+    """Where a section can start: each line of the page (headings included), without
+    heading marks, bold and backticks."""
+    return [line.lstrip("#* ").replace("*", "") for line in
+            page.read_text().replace("`", "").splitlines()]
+
+
+def test_every_cited_section_exists() -> None:
+    """A page and a quoted section name (``docs/<page>, "Name"``) cited in code, tests,
+    benchmarks or docs name a heading, or the opening words of a line, of that page, so
+    renaming a section strands no pointer to it."""
+    citing = [ROOT / "README.md", *DOCS.glob("*.md"),
+              *(path for folder in ("kinflow", "tests", "bench")
+                for path in (ROOT / folder).rglob("*.py"))]
+    stranded = []
+    for path in citing:
+        for page, name in SECTION_CITE.findall(LINE_BREAK.sub(" ", path.read_text())):
+            target = DOCS / page
+            if not target.exists():
+                continue  # test_docs_self_contained reports a missing page
+            if not any(lead.startswith(name) for lead in _leads(target)):
+                stranded.append(f"{path.relative_to(ROOT)} cites {page}, {name!r}")
+    assert stranded == []
 
 
 def test_the_docs_index_lists_every_page() -> None:

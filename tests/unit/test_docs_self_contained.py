@@ -81,35 +81,50 @@ def broken_reference(source: Path, name: str, anchor: str | None) -> str | None:
     return None
 
 
-def prose_lines(path: Path, text: str) -> set[int]:
-    """The lines of ``text`` written for readers: all of it, but only the comments
-    and docstrings of Python (its string literals are data, e.g. a profile's paths)."""
-    lines = text.splitlines()
-    if path.suffix != ".py":
-        return set(range(1, len(lines) + 1))
-    prose = {n for n, line in enumerate(lines, 1) if line.lstrip().startswith("#")}
-    prose |= {tok.start[0] for tok in tokenize.generate_tokens(io.StringIO(text).readline)
-              if tok.type == tokenize.COMMENT}  # fmt: skip
-    for node in ast.walk(ast.parse(text)):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
-            value = body[0].value
-            if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                prose |= set(range(value.lineno, (value.end_lineno or value.lineno) + 1))
-    return prose
+def docstring_lines(body: list[ast.stmt]) -> Iterator[int]:
+    """The lines of every docstring among these statements and the ones they hold."""
+    first = body[0] if body else None
+    if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)):  # fmt: skip
+        yield from range(first.lineno, (first.end_lineno or first.lineno) + 1)
+    for stmt in body:
+        for name in ("body", "orelse", "finalbody", "handlers"):
+            inner = getattr(stmt, name, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                yield from docstring_lines(inner)
+            elif isinstance(inner, list):
+                for handler in inner:
+                    yield from docstring_lines(getattr(handler, "body", []))
+
+
+def comment_starts(text: str) -> dict[int, int]:
+    """Line -> column where a ``#`` comment starts, for Python source."""
+    return {tok.start[0]: tok.start[1]
+            for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+            if tok.type == tokenize.COMMENT}  # fmt: skip
 
 
 def problems_in(path: Path, text: str) -> list[str]:
+    """Every bad pointer in ``text``. In Python only comments and docstrings are read for
+    file paths: string literals are data (a profile's paths, a test's fixture)."""
     where = path.relative_to(ROOT)
-    prose = prose_lines(path, text)
-    found = []
-    for number, line in enumerate(text.splitlines(), 1):
-        for match in OUTSIDE.finditer(line):
-            found.append(f"{where}:{number}: points outside the repository: {match[0]!r}")
-        for match in FILE_REF.finditer(line) if number in prose else ():
-            why = broken_reference(path, match[1], match[2])
-            if why:
-                found.append(f"{where}:{number}: {why}")
+
+    def place(match: re.Match[str]) -> tuple[int, int]:
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        return text.count("\n", 0, match.start()) + 1, match.start() - line_start
+
+    found = [f"{where}:{place(match)[0]}: points outside the repository: {match[0]!r}"
+             for match in OUTSIDE.finditer(text)]  # fmt: skip
+    named = [(*place(match), match) for match in FILE_REF.finditer(text)]
+    if named and path.suffix == ".py":
+        docstrings = set(docstring_lines(ast.parse(text).body))
+        comments = comment_starts(text) if any(n not in docstrings for n, _, _ in named) else {}
+        named = [(n, col, m) for n, col, m in named
+                 if n in docstrings or col > comments.get(n, len(text))]  # fmt: skip
+    for number, _, match in named:
+        why = broken_reference(path, match[1], match[2])
+        if why:
+            found.append(f"{where}:{number}: {why}")
     return found
 
 

@@ -14,7 +14,7 @@ from kinflow.groq.compile_dispatch import COMPILERS
 from kinflow.groq.compiler import FAMILIES
 
 GROQ = Path(n.__file__).resolve().parent
-MAX_LINES = 400  # issue 14: no module over ~400 lines
+MAX_LINES = 400  # no module over ~400 lines
 
 
 def _node_types() -> set[type]:

@@ -132,7 +132,7 @@ def test_no_import_cycle_through_imports_inside_functions() -> None:
 
 def _core_modules() -> dict[str, Path]:
     if not CORE.is_dir():
-        pytest.skip("kinflow/core does not exist yet (issue 14 creates it)")
+        pytest.skip("kinflow/core does not exist")
     return {name: path for name, path in MODULES.items()
             if name == "kinflow.core" or name.startswith("kinflow.core.")}  # fmt: skip
 

@@ -38,10 +38,11 @@ BUDGET_STOPPED = "failure-budget-exceeded"
 
 
 def stopped_by_budget(outcome: str | None, abort_reason: str | None) -> bool:
-    """Whether a row ended aborted because its cohort's budget was exceeded: such a row
-    is the budget's effect, not a failure of its own (a condemned child that reached a
-    failed stage first did fail)."""
-    return outcome == ABORTED and abort_reason == BUDGET_STOPPED
+    """Whether a row ended because its cohort's budget was exceeded: skipped or aborted
+    (``aborted``), or cancelled under ``cancel-rest``. Such a row is the budget's effect,
+    not a failure of its own (a condemned child that reached a failed stage first, or
+    finished first, keeps its own outcome and counts by it)."""
+    return outcome in (ABORTED, CANCELLED) and abort_reason == BUDGET_STOPPED
 
 
 def counts_as_failed(outcome: str | None, abort_reason: str | None) -> bool:

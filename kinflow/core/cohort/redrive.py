@@ -121,6 +121,13 @@ def plan_batch(state: Instance, verb: Redrive, keys: list[str], ctx: PlanContext
 
     Every batch but the ``last`` records the call on the parent (``bulkCalls``, the
     heartbeat's ``owesBulk``); the last one forgets it."""
+    found = selection.cohort(state, verb.activity)
+    refused = refusal(state, found)
+    latest = selection.latest_rows(state, found)
+    # asked before the commit copies the parent: a plan that needs the read starts over
+    taken = set() if refused is not None else occupied(ctx, [
+        next_id(state.subworkflows[latest[key]]) for key in keys
+        if key in latest and eligible(state.subworkflows[latest[key]])])
     commit = Commit(state, ctx)
     m = commit.m
     if verb.keyed and not is_replay(m, ctx, verb.key, OP, verb.args()):
@@ -130,13 +137,7 @@ def plan_batch(state: Instance, verb: Redrive, keys: list[str], ctx: PlanContext
             selection.end_call(m, OP, verb.key)
     else:
         selection.begin_call(m, ctx, verb.call(ctx))
-    found = selection.cohort(m, verb.activity)
-    refused = refusal(m, found)
-    latest = selection.latest_rows(m, found)
     result = selection.BulkResult()
-    taken = set() if refused is not None else occupied(ctx, [
-        next_id(m.subworkflows[latest[key]]) for key in keys
-        if key in latest and eligible(m.subworkflows[latest[key]])])
     for key in keys:
         place = latest.get(key)
         row = m.subworkflows[place] if place is not None else None

@@ -209,7 +209,7 @@ class CohortCounts:
     queued: int = 0  # rows waiting in the cohort's window (not settled)
     failed: int = 0  # outcome failed or aborted, not stopped by the budget (what it counts)
     cancelled: int = 0  # rows CANCELLED (by a cancellation)
-    stopped: int = 0  # rows the failure budget skipped or aborted (counted in ``aborted``)
+    stopped: int = 0  # rows the failure budget skipped, aborted or cancelled (never failed)
 
     @property
     def settled(self) -> bool:

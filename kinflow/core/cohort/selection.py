@@ -2,7 +2,7 @@
 
 ``redriveCohort`` (and next ``fireCohort``, ``cancelCohort``, ``abortCohort``)
 select rows of one cohort by a ``CohortFilter`` and apply one operation per
-row (COHORT-CONTROL.md, "Bulk operations"). This module owns the parts every
+row (docs/subworkflows.md#redrive-and-bulk-operations). This module owns the parts every
 such verb shares and that need no I/O:
 
 * ``CohortFilter``: the selection, checked before anything is applied (a
@@ -140,9 +140,10 @@ def row_object(row: Row) -> dict[str, Any]:
             "attempt": row.attempt, "previousChildIds": list(row.previous_child_ids)}
 
 
-def matches_row(spec: CohortFilter | None, row: Row, tree: groq.Tree | None = None) -> bool:
+def matches_row(spec: CohortFilter | None, row: Row, tree: groq.Tree | None = None,
+                budget: groq.Budget | None = None) -> bool:
     """``spec.matches`` over an API row; no filter selects every row."""
-    return spec is None or spec.matches(row_object(row), tree)
+    return spec is None or spec.matches(row_object(row), tree, budget=budget)
 
 
 # ---- the cohort ----

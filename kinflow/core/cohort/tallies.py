@@ -9,8 +9,9 @@ cohort (the spawning activity and the stage visit that spawned it):
 * ``counts``: one number per ``status:outcome`` pair (``done:failed``,
   ``queued:`` ...), so every Cohort count and the total of a status/outcome
   filter are sums over a few numbers; rows the failure budget stopped get a
-  pair of their own (``aborted:aborted:budget``), since they count as aborted
-  but not as failed (``outcomes.counts_as_failed``);
+  pair of their own (``aborted:aborted:budget``, ``cancelled:cancelled:budget``),
+  since they count as aborted (or cancelled) but not as failed
+  (``outcomes.counts_as_failed``);
 * ``chunks``: per pair, the sorted chunk numbers holding such a row, so a page
   (filtered or not) fetches exactly the chunks that can contribute, by id.
 
@@ -63,9 +64,10 @@ def stopped(key: str) -> bool:
 
 def current(entry: dict[str, Any]) -> bool:
     """Whether an entry's counts tell budget-stopped rows apart (``SCHEME``); an older
-    one without any aborted row counts the same either way."""
+    one without any aborted or cancelled row counts the same either way."""
     return entry.get("tallies") == SCHEME or not any(
-        split(key) == ("aborted", outcomes.ABORTED) for key in entry.get("counts", {}))
+        split(key) in (("aborted", outcomes.ABORTED), ("cancelled", outcomes.CANCELLED))
+        for key in entry.get("counts", {}))
 
 
 def summarise(rows: Sequence[SubworkflowEntry], offset: int = 0) -> Summary:

@@ -631,9 +631,9 @@ function treeItems(cohort) {
 /** The abortReason of the rows a failure budget skipped or aborted. */
 const BUDGET_STOPPED = "failure-budget-exceeded";
 
-/** A row the failure budget skipped or aborted: its effect, not a failure of its own. */
+/** A row the failure budget skipped, aborted or cancelled: its effect, not a failure of its own. */
 function stoppedByBudget(row) {
-  return outcomeOf(row) === "aborted" && row.abortReason === BUDGET_STOPPED;
+  return ["aborted", "cancelled"].includes(outcomeOf(row)) && row.abortReason === BUDGET_STOPPED;
 }
 
 /**
@@ -783,7 +783,8 @@ function limits(c) {
     if (stopped) {
       parts.push(h("span.budget-stopped", {
         dataset: { stopped: String(stopped) },
-        title: "rows the exceeded budget skipped or aborted (abortReason failure-budget-exceeded): counted as aborted, not failed",
+        title: "rows the exceeded budget skipped, aborted or cancelled (abortReason failure-budget-exceeded): " +
+          "counted as aborted or cancelled, never as failed",
       }, `${stopped} stopped by the budget`));
     }
   }

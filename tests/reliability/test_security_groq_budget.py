@@ -1,0 +1,195 @@
+"""GROQ work a viewer used to get for free (issue 31, findings 1 and 2), replayed against a
+real server: pairwise comparisons, values built by doubling, cohort ``where`` filters
+evaluated row by row on the event loop, and an operator's spawn queued behind a viewer.
+
+A real uvicorn server on 127.0.0.1 in this test's event loop; ``/healthz`` is polled
+over real sockets while each attack runs. Bounds on time are generous hang guards;
+the measured figures are printed (``bench/groq_attack.py`` measures them against
+``kinflow serve``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from pymongo import MongoClient
+
+from kinflow.http.app import create_app
+from kinflow.settings import Settings
+from tests.engine.cohort_defs import child, items, parent
+from tests.reliability.test_security_groq import (
+    HEALTHZ_BOUND,
+    HealthProbe,
+    error,
+    post,
+    seed_rows,
+)
+from tests.support import free_port
+
+pytestmark = pytest.mark.lake
+VIEWER = "viewer-token-groq-budget"
+OPERATOR = "operator-token-groq-budget"
+ADMIN = "admin-token-groq-budget"
+TOKENS = f"{VIEWER}=vera:viewer,{OPERATOR}=otto:operator,{ADMIN}=ada:admin"
+GROQ = "query($q: String!, $p: JSON) { groq(query: $q, params: $p) }"
+INTERSECTS = 'array::intersects(string::split($a, ""), string::split($b, ""))'
+DOUBLING = "length(({\"a\": \"0123456789\"}" + "{\"a\": a + a}" * 24 + ").a)"
+# a filter names its values literally: the same pairwise work, written into the query
+HEAVY_WHERE = (f'array::intersects(string::split("{"x" * 4000}", ""), '
+               f'string::split("{"y" * 4000}", ""))')
+DEPLOY = "mutation($d: [JSON!]!) { deployDefinitions(definitions: $d) { warnings } }"
+START = """mutation($d: String!, $f: JSON) { startInstance(definition: $d, fields: $f)
+  { instance { id subworkflows { childId } } } }"""
+GO = 'mutation($i: ID!) { fireAction(instanceId: $i, activity: "go", action: "go") { changed } }'
+PAGE = """query($p: ID!, $w: CohortFilter) { cohort(parentId: $p, activity: "translate") {
+  total page(where: $w) { nodes { rowKey } } } }"""
+FIRE_COHORT = """mutation($p: ID!, $w: CohortFilter) { fireCohort(parentId: $p,
+  activity: "translate", childActivity: "task", action: "finish", where: $w) { matched } }"""
+
+
+@contextlib.asynccontextmanager
+async def serving(lake_uri: str, database: str, **overrides: Any) -> AsyncIterator[str]:
+    """The app behind a real uvicorn server on 127.0.0.1 (viewer, operator, admin tokens)."""
+    settings = Settings(mongodb_uri=lake_uri, database=database, operation_timeout=20.0,
+                        worker=False, api_tokens=TOKENS, **overrides)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
+                                          log_level="warning", timeout_graceful_shutdown=10))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+            raise RuntimeError("the server did not start")
+        await asyncio.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 60)
+
+
+def rss_bytes() -> int:
+    """This process's resident memory (the server runs in it)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def spawning_from_the_lake() -> dict[str, Any]:
+    """``sp``: its first stage spawns one child per ``atkrow`` document the lake holds
+    (a ``forEach`` over ``*``: the engine's own query)."""
+    definition = parent('*[_type == "atkrow"][0..4]._id', name="sp")
+    definition["stages"] = definition["stages"][1:]
+    definition["initialStage"] = "review"
+    return definition
+
+
+@pytest.fixture
+def database(lake_uri: str) -> Iterator[str]:
+    """A database of its own, dropped afterwards."""
+    name = f"groqb_{uuid.uuid4().hex[:12]}"
+    yield name
+    client: MongoClient[dict[str, Any]] = MongoClient(lake_uri)
+    client.drop_database(name)
+    client.close()
+
+
+@pytest.fixture
+def small_lake(lake_uri: str, database: str) -> str:
+    seed_rows(lake_uri, database, count=50)
+    return database
+
+
+async def test_pairwise_work_is_refused_within_the_timeout_and_spawns_run_meanwhile(
+    lake_uri: str, small_lake: str
+) -> None:
+    params = {"a": "x" * 7000, "b": "y" * 7000}
+    async with serving(lake_uri, small_lake, groq_timeout=2) as base:
+        body, took = await post(base, VIEWER, GROQ, {"q": INTERSECTS, "p": params})
+        refused = error(body)
+        assert refused["code"] == "groq-limit-exceeded"
+        assert refused["details"]["limit"] == "documents-scanned"  # charged before the work
+        assert refused["details"]["scanned"] >= 7000 * 7000
+        print(f"intersects, default bounds: refused in {took:.2f} s")
+    # no scan bound: only the deadline, checked inside the comparisons, stops it
+    async with serving(lake_uri, small_lake, groq_timeout=2, groq_max_scanned=0) as base:
+        await post(base, ADMIN, DEPLOY, {"d": [spawning_from_the_lake(), child()]})
+        async with HealthProbe(base) as probe:
+            attacks = [asyncio.ensure_future(post(base, VIEWER, GROQ,
+                                                  {"q": INTERSECTS, "p": params}))
+                       for _ in range(4)]
+            await asyncio.sleep(0.5)  # the viewer's queries hold the callers' threads
+            started, spawn_took = await post(base, OPERATOR, START, {"d": "sp", "f": None})
+            answers = await asyncio.gather(*attacks)
+        assert "errors" not in started, started
+        instance = started["data"]["startInstance"]["instance"]
+        assert len(instance["subworkflows"]) == 5  # the spawn ran while the viewer attacked
+        for body, _took in answers:
+            assert error(body)["details"]["limit"] == "time"
+            assert error(body)["details"]["timeoutSeconds"] == 2.0
+        assert set(probe.statuses) == {200} and probe.worst < HEALTHZ_BOUND
+        print(f"intersects, time bound only: answers in {[round(t, 2) for _, t in answers]} s "
+              f"(one viewer's four queries run one after another); operator spawn "
+              f"{spawn_took:.2f} s; /healthz worst {probe.worst * 1000:.0f} ms")
+
+
+async def test_doubling_a_value_is_refused_before_the_memory_is_taken(
+    lake_uri: str, database: str
+) -> None:
+    async with serving(lake_uri, database, groq_max_scanned=1000) as base:
+        await post(base, VIEWER, GROQ, {"q": "count(*)"})  # warm up before measuring
+        before = rss_bytes()
+        body, took = await post(base, VIEWER, GROQ, {"q": DOUBLING})
+        grown = rss_bytes() - before
+    refused = error(body)
+    assert refused["code"] == "groq-limit-exceeded"
+    assert refused["details"]["limit"] == "value-bytes"
+    assert refused["details"]["maxValueBytes"] == 64 * 1024 * 1024
+    assert grown < 100 * 1024 * 1024
+    print(f"doubling: refused in {took:.2f} s, RSS grew {grown / 2**20:.1f} MiB")
+
+
+async def test_a_cohort_filter_is_one_budget_off_the_event_loop(
+    lake_uri: str, database: str
+) -> None:
+    async with serving(lake_uri, database, groq_timeout=2, groq_max_scanned=0) as base:
+        await post(base, ADMIN, DEPLOY, {"d": [parent(), child()]})
+        begun, _ = await post(base, OPERATOR, START,
+                              {"d": "p", "f": items("a", "b", "c", "d", "e")})
+        parent_id = begun["data"]["startInstance"]["instance"]["id"]
+        await post(base, OPERATOR, GO, {"i": parent_id})
+        ordinary, _ = await post(base, VIEWER, PAGE, {"p": parent_id,
+                                                      "w": {"where": "rowKey == 'c'"}})
+        assert ordinary["data"]["cohort"]["total"] == 5
+        async with HealthProbe(base) as probe:
+            body, took = await post(base, VIEWER, PAGE, {"p": parent_id,
+                                                         "w": {"where": HEAVY_WHERE}})
+            fired, fire_took = await post(base, OPERATOR, FIRE_COHORT,
+                                          {"p": parent_id, "w": {"where": HEAVY_WHERE}})
+        for answer in (body, fired):
+            refused = error(answer)
+            assert refused["code"] == "groq-limit-exceeded"
+            assert refused["details"]["limit"] == "time"  # one deadline for every row
+        assert set(probe.statuses) == {200} and probe.worst < HEALTHZ_BOUND
+        print(f"cohort filter on 5 rows: page refused in {took:.2f} s, fireCohort in "
+              f"{fire_took:.2f} s; /healthz worst {probe.worst * 1000:.0f} ms over "
+              f"{len(probe.latencies)} polls")
+
+
+async def test_parameters_are_bounded_in_size(lake_uri: str, database: str) -> None:
+    async with serving(lake_uri, database, groq_max_params_bytes=10_000) as base:
+        body, _ = await post(base, VIEWER, GROQ, {"q": "$a", "p": {"a": "x" * 20_000}})
+        refused = error(body)
+        assert refused["code"] == "groq-limit-exceeded"
+        assert refused["details"]["limit"] == "params-bytes"
+        assert refused["details"]["maxParamsBytes"] == 10_000
+        fine, _ = await post(base, VIEWER, GROQ, {"q": "length($a)", "p": {"a": "x" * 100}})
+        assert fine == {"data": {"groq": 100}}
