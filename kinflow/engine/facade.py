@@ -136,12 +136,13 @@ class Engine:
         ``ancestors`` (GDR refs, root first) starts an instance that names a parent
         without being in its registry: the parent records it as an orphan.
         """
+        if instance_id:  # never one the engine derives for a child (docs/security.md)
+            check_instance_id(instance_id)
         await self.ensure_ready()
         actor = actor or Actor.system()
         document = await self.get_definition(definition, version)
-        # the id is chosen once, so re-plans (lake reads) and retries agree on it; a
-        # caller's may not be one the engine derives for a child (docs/security.md)
-        new_id = check_instance_id(instance_id) if instance_id else ids.new_instance_id()
+        # the id is chosen once, so re-plans (lake reads) and retries agree on it
+        new_id = instance_id or ids.new_instance_id()
         verb = verbs.StartInstance(document, fields, new_id, context, ancestors)
 
         async def start() -> Mutation:
