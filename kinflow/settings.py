@@ -288,3 +288,13 @@ class Settings(BaseSettings):
     subscription_snapshot_limit: int = Field(
         default=1000, description="Most instances the first event of instancesChanged lists."
     )
+    snapshot_max_documents: int = Field(
+        default=5000, ge=1,
+        description=("Documents the subscription snapshots of one API process hold in flight; "
+                     "later snapshots wait (too-many-streams after the operation timeout)."),
+    )
+    max_sockets_per_client: int = Field(
+        default=256, ge=1,
+        description=("Websockets open at once from one client address (loopback counts as one) "
+                     "and, separately, for one token; past it a socket is closed with 4429."),
+    )
