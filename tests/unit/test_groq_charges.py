@@ -193,3 +193,15 @@ async def test_a_caller_that_leaves_while_waiting_for_its_turn_frees_its_place()
     finally:
         release.set()
         lanes.close()
+
+
+def test_the_caches_keep_only_small_texts_callers_send() -> None:
+    from kinflow.groq import values
+
+    short = "count([1, 2, 3])"
+    assert groq.parse(short) is groq.parse(short)
+    long_text = "[" + ", ".join(["1"] * 3000) + "]"  # over the cached length
+    assert groq.parse(long_text) is not groq.parse(long_text)
+    pattern = "a." + "b" * 2000 + ".*"
+    assert groq.evaluate("$t in path($p)", params={"t": "x", "p": pattern}) is False
+    assert pattern not in values._GLOB_CACHE
