@@ -131,6 +131,8 @@ def evaluate(
     if budget is not None:
         budget.start()
     try:
+        if budget is not None:  # a deadline that passed before this round refuses it
+            budget.check()
         value = tree.fn(Scope(root, None, ctx))
         if budget is not None:  # an answer sharing one value many times is written in full
             budget.check_answer(value)

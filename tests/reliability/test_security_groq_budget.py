@@ -137,7 +137,7 @@ async def test_pairwise_work_is_refused_within_the_timeout_and_spawns_run_meanwh
             assert error(body)["details"]["timeoutSeconds"] == 2.0
         assert set(probe.statuses) == {200} and probe.worst < HEALTHZ_BOUND
         print(f"intersects, time bound only: answers in {[round(t, 2) for _, t in answers]} s "
-              f"(one viewer's four queries run one after another); operator spawn "
+              f"(one viewer's four queries, one thread, one deadline each); operator spawn "
               f"{spawn_took:.2f} s; /healthz worst {probe.worst * 1000:.0f} ms")
 
 
