@@ -27,6 +27,7 @@ UNMARKED_LAKE_FILES = ["tests/lake/test_lake.py", "tests/engine/test_owing_hint.
 
 
 def test_a_test_that_asks_for_the_lake_is_marked_lake() -> None:
+    assert not [f for f in UNMARKED_LAKE_FILES if "mark.lake" in (ROOT / f).read_text()]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
          "-m", "not lake", *UNMARKED_LAKE_FILES],
