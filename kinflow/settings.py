@@ -110,8 +110,8 @@ class Settings(BaseSettings):
         default=None, ge=1,
         description=(
             "Days a finished family (a root and every descendant, all finished) is kept after "
-            "its root finished; the worker then purges it. A definition's retention.days "
-            "overrides it; unset keeps everything."
+            "its last member finished; the worker then purges it (never one on hold). A "
+            "definition's retention.days overrides it; unset keeps everything."
         ),
     )
 

@@ -36,6 +36,8 @@ MUTATIONS: dict[str, str] = {
     "setStage": ADMIN,
     "resetActivity": ADMIN,
     "purgeInstances": ADMIN,
+    "holdFamily": ADMIN,
+    "releaseFamily": ADMIN,
 }
 """Mutation field -> the least role that may call it."""
 
