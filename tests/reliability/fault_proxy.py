@@ -45,6 +45,11 @@ class FaultPlan:
     blackhole: tuple[float, float] = (2.0, 4.0)
 
 
+def injected(counts: dict[str, int]) -> int:
+    """Faults fired (``reset-in-transaction`` only tells which resets cut a transaction)."""
+    return sum(n for kind, n in counts.items() if kind != "reset-in-transaction")
+
+
 class FaultProxy:
     """Forward ``127.0.0.1:<port>`` to ``127.0.0.1:<upstream>``, injecting ``plan``'s faults."""
 

@@ -30,7 +30,7 @@ from kinflow.storage.embedded import EmbeddedLake
 from tests.reliability import cleanup_handler
 from tests.reliability.driver import SECONDS_VAR
 from tests.reliability.family import ROOT, Shape, definitions, open_lake
-from tests.reliability.fault_proxy import FaultPlan, ProxyThread
+from tests.reliability.fault_proxy import FaultPlan, ProxyThread, injected
 from tests.reliability.invariants import Ledger, settle
 from tests.reliability.journal import Journal
 from tests.reliability.kill_audit import KillAudit
@@ -58,7 +58,7 @@ class FaultReport:
 
     @property
     def injected(self) -> int:
-        return sum(n for kind, n in self.faults.items() if kind != "reset-in-transaction")
+        return injected(self.faults)
 
     def summary(self, label: str) -> str:
         faults = ", ".join(f"{k} {n}" for k, n in sorted(self.faults.items()))
