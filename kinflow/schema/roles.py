@@ -9,13 +9,12 @@ is written, and docs/api.md's roles table is checked against it by a test.
 
 from __future__ import annotations
 
+from kinflow.auth import ROLES
 from kinflow.auth import require as require_role
 from kinflow.engine import Actor
 from kinflow.schema.context import KInfo
 
-VIEWER = "viewer"
-OPERATOR = "operator"
-ADMIN = "admin"
+VIEWER, OPERATOR, ADMIN = ROLES
 
 MUTATIONS: dict[str, str] = {
     "startInstance": OPERATOR,
