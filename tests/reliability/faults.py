@@ -51,6 +51,8 @@ class FaultReport:
     refused: Counter[str] = field(default_factory=Counter)  # by code, from the drivers
     ops: Counter[str] = field(default_factory=Counter)
     repaired_items: int = 0
+    keyed: int = 0  # keyed calls the drivers journaled, each checked applied once
+    bulk_fires: int = 0  # children reached by a journaled fireCohort under its derived key
     instances: int = 0
     workflows_done: int = 0  # roots that reached a terminal state
     ledger: Ledger = field(default_factory=Ledger)
@@ -66,6 +68,8 @@ class FaultReport:
         return (f"{label}: {self.injected} faults injected in {self.seconds:.0f} s of load "
                 f"({faults}); {self.rounds} rounds, {self.operations} driver operations, "
                 f"{self.workflows_done} root workflows finished of {self.instances} instances; "
+                f"{self.keyed} keyed calls, each applied once ({self.bulk_fires} children "
+                f"fired by a bulk call); "
                 f"refusals by code: {refused}; internal-error "
                 f"{self.refused.get('internal-error', 0)}; {self.repaired_items} items repaired; "
                 f"{self.ledger.checks} invariant checks in {self.ledger.rounds} rounds, "
@@ -168,11 +172,15 @@ async def run_faults(data_dir: Path, *, seconds: float, round_seconds: float, sh
                 report.rounds = n
                 report.repaired_items += await settle(engine)
                 instances = await report.ledger.check(engine, rng)
+                report.bulk_fires = 0
                 for i in range(drivers):
                     report.audit.check(report.ledger, instances,
                                        Journal(data_dir / f"journal-{i}.ndjson"), effect_log,
                                        set())
+                    report.bulk_fires += report.audit.bulk_fires
             report.faults.update(proxy.counts())
+        report.keyed = sum(len(Journal(data_dir / f"journal-{i}.ndjson").begun())
+                           for i in range(drivers))
         roots = await lake.find({"_type": "kinflow.instance", "parentInstance": None},
                                 projection={"completedAt": 1})
         report.workflows_done = sum(1 for r in roots if r.get("completedAt") is not None)
