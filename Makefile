@@ -25,11 +25,11 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/pytest -q -p no:cacheprovider
 
-# The fast tier: pure core, unit and GROQ conformance tests, no lake daemon (the launcher
-# refuses under KINFLOW_NO_EMBEDDED_LAKE, and every test that needs the lake is marked `lake`).
+# The fast tier: pure core and unit tests, no lake daemon (the launcher refuses under
+# KINFLOW_NO_EMBEDDED_LAKE, and every test that needs the lake is marked `lake`).
 unit: $(STAMP)
 	KINFLOW_NO_EMBEDDED_LAKE=1 $(BIN)/pytest -q -p no:cacheprovider -m "not lake and not slow" \
-	  tests/core tests/unit tests/conformance
+	  tests/core tests/unit
 
 # Every benchmark but the soak, which runs with `make soak` (SOAK_MINUTES, default 10).
 bench: $(STAMP)

@@ -22,7 +22,9 @@ p50, p99 and max ms and errors by code; completed workflows per second in
 delivery latency of ``childCompleted`` (arrival at the client minus the
 event's ``at``, the child's commit time); the RSS of the API process and of
 its lake daemon at start, at minute 10 (on runs that long), at end and
-their maximum, and their CPU share. ``--json FILE`` writes all of it.
+their maximum, and their CPU share; the lake daemon's restarts as ``/healthz``
+reports them (the planned ones, and the calls their restart gate held back).
+``--json FILE`` writes all of it.
 
 ``--stall-ms N`` records every operation slower than N ms on a timeline
 (which, when, how long) and, while one is in flight past N ms, takes a
@@ -390,6 +392,16 @@ async def subscribers_left(base: str, settle: float = 5.0) -> int | str:
         return f"unknown ({type(exc).__name__})"
 
 
+async def daemon_report(base: str) -> dict[str, Any] | str:
+    """The lake daemon as the server's keeper reports it (``/healthz``): its restarts,
+    the planned ones among them (the memory guard's) and the calls they held back."""
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=10.0) as http:
+            return dict((await http.get("/healthz")).json()["lake"]["daemon"])
+    except (httpx.HTTPError, KeyError, ValueError, TypeError) as exc:
+        return f"unknown ({type(exc).__name__})"
+
+
 async def load(args: argparse.Namespace, base: str, data_dir: Path, api_pid: int,
                ) -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=base, timeout=60.0) as http:
@@ -417,6 +429,7 @@ async def load(args: argparse.Namespace, base: str, data_dir: Path, api_pid: int
     loops_done = time.monotonic() - began
     await asyncio.gather(*closing)
     left = await subscribers_left(base)
+    daemon = await daemon_report(base)
     stop.set()
     await asyncio.gather(*background)
     resources.sample()
@@ -437,6 +450,7 @@ async def load(args: argparse.Namespace, base: str, data_dir: Path, api_pid: int
         "memory": resources.summary(loops_done),
         "effects_pending": effects,
         "subscribers_left": left,
+        "daemon": daemon,
         "stalls": {"py_spy": spy, "dump_dir": str(dump_dir) if watch.dumps else None,
                    "timeline": [s.as_json() for s in sorted(watch.timeline,
                                                              key=lambda s: s.start)],
@@ -467,6 +481,15 @@ def report(result: dict[str, Any], shown_stalls: int = 40) -> None:
     print(f"orders whose ship effect has not run after the load: {result['effects_pending']}")
     print(f"subscriptions the server still holds after every client closed: "
           f"{result['subscribers_left']}")
+    daemon = result["daemon"]
+    if isinstance(daemon, dict):
+        gate = daemon.get("gate") or {}
+        print(f"lake daemon restarts: {daemon.get('restarts')} (planned "
+              f"{daemon.get('plannedRestarts')}); calls held at the restart gate "
+              f"{gate.get('waited', '-')}, restarts begun with calls in flight "
+              f"{gate.get('undrained', '-')}")
+    else:
+        print(f"lake daemon: {daemon}")
     for who, m in result["memory"].items():
         print(f"memory {who}: start {mib(m['start_mib'])}, minute 10 "
               f"{mib(m['minute_10_mib'])}, end {mib(m['end_mib'])}, max "

@@ -110,8 +110,8 @@ class Settings(BaseSettings):
         default=None, ge=1,
         description=(
             "Days a finished family (a root and every descendant, all finished) is kept after "
-            "its root finished; the worker then purges it. A definition's retention.days "
-            "overrides it; unset keeps everything."
+            "its last member finished; the worker then purges it (never one on hold). A "
+            "definition's retention.days overrides it; unset keeps everything."
         ),
     )
 
@@ -287,4 +287,14 @@ class Settings(BaseSettings):
     )
     subscription_snapshot_limit: int = Field(
         default=1000, description="Most instances the first event of instancesChanged lists."
+    )
+    snapshot_max_documents: int = Field(
+        default=5000, ge=1,
+        description=("Documents the subscription snapshots of one API process hold in flight; "
+                     "later snapshots wait (too-many-streams after the operation timeout)."),
+    )
+    max_sockets_per_client: int = Field(
+        default=256, ge=1,
+        description=("Websockets open at once from one client address (loopback counts as one) "
+                     "and, separately, for one token; past it a socket is closed with 4429."),
     )

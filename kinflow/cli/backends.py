@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 
 class Backend(Protocol):
+    remote: bool  # a server's (remote.py) rather than the lake's (local.py)
+
     async def deploy(self, definitions: list[Any]) -> dict[str, Any]: ...
     async def start(self, definition: str, fields: dict[str, Any],
                     instance_id: str | None) -> dict[str, Any]: ...  # fmt: skip

@@ -13,7 +13,6 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kinflow.cli.remote import RemoteBackend
 from kinflow.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -49,7 +48,10 @@ def parse_statuses(statuses: list[str]) -> list[str] | None:
 async def cohort_on(backend: Backend, parent_id: str, activity: str, first: int,
                     statuses: list[str] | None) -> dict[str, Any]:
     """The cohort's counts, settings and first page, as the ``cohort`` query answers them."""
-    if isinstance(backend, RemoteBackend):
+    if backend.remote:
+        from kinflow.cli.remote import RemoteBackend
+
+        assert isinstance(backend, RemoteBackend)
         variables = {"p": parent_id, "a": activity, "first": first,
                      "w": {"status": [s.upper() for s in statuses]} if statuses else None}
         return dict((await backend.call(QUERY, variables))["cohort"])
@@ -111,7 +113,10 @@ async def bulk_on(backend: Backend, verb: BulkVerb, parent_id: str, activity: st
                   statuses: list[str] | None) -> dict[str, Any]:
     """The verb's BulkResult (matched, applied, skipped, refusals) on the rows of
     ``statuses`` (every row without them)."""
-    if isinstance(backend, RemoteBackend):
+    if backend.remote:
+        from kinflow.cli.remote import RemoteBackend
+
+        assert isinstance(backend, RemoteBackend)
         variables: dict[str, Any] = {
             "p": parent_id, "a": activity,
             "w": {"status": [s.upper() for s in statuses]} if statuses else None}
@@ -124,5 +129,4 @@ async def bulk_on(backend: Backend, verb: BulkVerb, parent_id: str, activity: st
         return dict((await backend.call(mutation, variables))[verb.op])
     from kinflow.cli.cohort_local import local_bulk
 
-    assert not isinstance(backend, RemoteBackend)
     return await local_bulk(backend, verb, parent_id, activity, statuses)

@@ -64,6 +64,8 @@ def result_view(result: OperationResult) -> dict[str, Any]:
 class LocalBackend:
     """Runs verbs with an in-process ``Engine`` on the configured lake."""
 
+    remote = False
+
     def __init__(self, connection: LakeConnection, settings: Settings) -> None:
         self.connection = connection
         self.engine: Engine = build_engine(connection.lake, settings)

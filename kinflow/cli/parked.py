@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from kinflow.cli.remote import RemoteBackend
-
 if TYPE_CHECKING:
     from kinflow.cli.backends import Backend
 
@@ -19,7 +17,10 @@ async def parked_views(backend: Backend, ids: Iterable[str]) -> dict[str, dict[s
     wanted = sorted(set(ids))[:1000]
     if not wanted:
         return {}
-    if isinstance(backend, RemoteBackend):
+    if backend.remote:
+        from kinflow.cli.remote import RemoteBackend
+
+        assert isinstance(backend, RemoteBackend)
         found = (await backend.call(QUERY, {"ids": wanted}))["parkedInstances"]
         return {str(p["instanceId"]): dict(p) for p in found}
     from kinflow.cli.local import LocalBackend

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from kinflow.core.retention import PurgeFilter
 
 MUTATION = """mutation($w: PurgeFilter!, $d: Boolean) {
-  purgeInstances(where: $w, dryRun: $d) { dryRun roots instances } }"""
+  purgeInstances(where: $w, dryRun: $d) { dryRun roots instances kept held } }"""
 
 
 def parse_moment(text: str) -> str:
@@ -40,10 +40,11 @@ def parse_moment(text: str) -> str:
 
 
 async def purge_on(backend: Backend, where: PurgeFilter, dry_run: bool) -> dict[str, Any]:
-    """``{dryRun, roots, instances}`` from whichever backend the command opened."""
-    from kinflow.cli.remote import RemoteBackend
+    """``{dryRun, roots, instances, kept, held}`` from whichever backend the command opened."""
+    if backend.remote:
+        from kinflow.cli.remote import RemoteBackend
 
-    if isinstance(backend, RemoteBackend):
+        assert isinstance(backend, RemoteBackend)
         variables = {"w": {"finishedBefore": where.finished_before,
                            "definition": where.definition}, "d": dry_run}
         return dict((await backend.call(MUTATION, variables))["purgeInstances"])
@@ -52,12 +53,13 @@ async def purge_on(backend: Backend, where: PurgeFilter, dry_run: bool) -> dict[
     assert isinstance(backend, LocalBackend)
     engine = backend.engine
     counts = await engine.purge(where, dry_run=dry_run)
-    return {"dryRun": counts.dry_run, "roots": counts.roots, "instances": counts.instances}
+    return {"dryRun": counts.dry_run, "roots": counts.roots, "instances": counts.instances,
+            "kept": counts.kept, "held": counts.held}
 
 
 def purge(
     before: str = typer.Option(..., "--before", metavar="DATE",
-                               help="Only families whose root finished before DATE "
+                               help="Only families whose last member finished before DATE "
                                     "(YYYY-MM-DD, or an ISO timestamp)."),
     definition: str | None = typer.Option(None, "--definition",
                                           help="Only roots of this definition."),
@@ -91,3 +93,8 @@ def purge(
     else:
         out.print(f"purged {families} finished before {where.finished_before}",
                   highlight=False)
+    kept = [(result.get("held", 0), "on hold (releaseFamily lifts a hold)"),
+            (result.get("kept", 0), "with a member still live or finished since")]
+    for count, why in kept:
+        if count:
+            out.print(f"kept {plural(count, 'family', 'families')} {why}", highlight=False)

@@ -35,6 +35,8 @@ class RemoteError(KinflowError):
 class RemoteBackend:
     """Sends the same verbs to a running server as GraphQL operations."""
 
+    remote = True
+
     def __init__(self, url: str, token: str | None, client: httpx.AsyncClient) -> None:
         self.endpoint = url.rstrip("/") + ("" if url.rstrip("/").endswith("/graphql")
                                            else "/graphql")  # fmt: skip

@@ -137,7 +137,8 @@ def print_result(console: Console, result: Mapping[str, Any], verb: str) -> None
     view = result["instance"]
     changed = "changed" if result.get("changed") else "no change"
     console.print(
-        f"{verb}: {instance_label(view)}  ({changed}, {result.get('cascaded', 0)} stage moves)"
+        f"{verb}: {instance_label(view)}  "
+        f"({changed}, {plural(int(result.get('cascaded') or 0), 'stage move', 'stage moves')})"
     )
 
 

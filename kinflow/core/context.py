@@ -50,6 +50,11 @@ class Actor:
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "id": self.id, "roles": list(self.roles)}
 
+    @property
+    def key(self) -> str:
+        """``kind:id``: whose work this is (GROQ evaluations queue per key)."""
+        return f"{self.kind}:{self.id}"
+
     def model(self) -> ActorModel:
         return ActorModel(kind=self.kind, id=self.id, roles=list(self.roles))
 

@@ -86,8 +86,8 @@ KEY_DESCRIPTIONS: dict[tuple[str, str], str] = {
                                           "condition.",
     ("WorkflowDefinition", "roleAliases"): "Role -> roles that may act for it; \"*\" lists "
                                            "roles that may act for any.",
-    ("WorkflowDefinition", "retention"): "Purge a finished family {days} after its root "
-                                         "finished (root definitions only).",
+    ("WorkflowDefinition", "retention"): "Purge a finished family {days} after its last "
+                                         "member finished (root definitions only).",
     ("WorkflowDefinition", "outputs"): "Workflow-scope fields copied onto the parent's row "
                                        "when this child finishes.",
     ("WorkflowDefinition", "cancelStage"): "The stage a cancelled instance cleans up in.",

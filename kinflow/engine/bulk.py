@@ -45,8 +45,9 @@ from kinflow.core.errors import InstanceNotFound
 from kinflow.core.mutation import Mutation
 from kinflow.core.state import INSTANCE_TYPE, BulkCall, Instance, parse_instance
 from kinflow.engine import ids
-from kinflow.engine.transact import heavy
+from kinflow.engine.transact import Runner, heavy
 from kinflow.errors import KinflowError
+from kinflow.groq import pool
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.client_session import AsyncClientSession
@@ -65,10 +66,16 @@ batch): each mark commit writes the parent while the fired children's propagatio
 write it too, so one per batch made the two retry each other's write conflicts."""
 
 
-def filtered(where: selection.CohortFilter | None) -> bool:
-    """Whether a selection evaluates a GROQ ``where``: CPU work, planned off the event loop
-    (under one budget for every row, ``Limits.groq_budget``)."""
-    return where is not None and where.where is not None
+def filtered(where: selection.CohortFilter | None, actor: Actor, heavy_state: bool
+             ) -> bool | Runner:
+    """Where a selection is planned: a GROQ ``where`` (CPU work under one budget for every
+    row, ``Limits.groq_budget``) in the acting caller's lane of the GROQ evaluation threads
+    (the engine's own lane for the system), a heavy parent in a worker thread, anything
+    else on the event loop."""
+    if where is not None and where.where is not None:
+        caller = None if actor.kind == "system" else actor.key
+        return lambda fn: pool.off_loop(fn, None, caller)
+    return heavy_state
 
 
 class BulkRunner:
@@ -96,7 +103,7 @@ class BulkRunner:
             return redriving.plan_select(state, verb, ctx)
 
         selected: list[str] = await t.plan(select, actor, None, t.clock(),
-                                           offload=heavy(state) or filtered(verb.where))
+                                           offload=filtered(verb.where, actor, heavy(state)))
         result = selection.BulkResult(matched=len(selected))
         # one commit even for an empty selection: it forgets a call recorded before
         groups = list(selection.batches(selected, t.limits.bulk_batch)) or [[]]
@@ -176,7 +183,7 @@ class BulkRunner:
             return bulk.plan_select(state, call, ctx)
 
         selected: list[str] = await t.plan(select, actor, None, t.clock(),
-                                           offload=heavy(state) or filtered(call.where))
+                                           offload=filtered(call.where, actor, heavy(state)))
         return selected
 
     async def _fire(self, parent_id: str, call: bulk.CohortCall, actor: Actor

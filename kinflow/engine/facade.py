@@ -127,12 +127,13 @@ class Engine:
         ``ancestors`` (GDR refs, root first) starts an instance that names a parent
         without being in its registry: the parent records it as an orphan.
         """
+        if instance_id:  # never one the engine derives for a child (docs/security.md)
+            check_instance_id(instance_id)
         await self.ensure_ready()
         actor = actor or Actor.system()
         document = await self.get_definition(definition, version)
-        # the id is chosen once, so re-plans (lake reads) and retries agree on it; a
-        # caller's may not be one the engine derives for a child (docs/security.md)
-        new_id = check_instance_id(instance_id) if instance_id else ids.new_instance_id()
+        # the id is chosen once, so re-plans (lake reads) and retries agree on it
+        new_id = instance_id or ids.new_instance_id()
         verb = verbs.StartInstance(document, fields, new_id, context, ancestors)
 
         async def start() -> Mutation:
@@ -335,6 +336,15 @@ class Engine:
         (docs/retention.md)."""
         return await Purger(self.lake, self.dataset, faults=self.faults).purge(
             where, self.clock(), dry_run=dry_run)
+
+    async def hold_family(self, root_id: str, reason: str, by: str) -> dict[str, Any]:
+        """Keep a family whatever its age (retention and purges pass it over); the root."""
+        return await Purger(self.lake, self.dataset, faults=self.faults).hold(
+            root_id, reason, by, self.clock())
+
+    async def release_family(self, root_id: str) -> dict[str, Any]:
+        """Lift a family's hold: retention applies to it again; the root."""
+        return await Purger(self.lake, self.dataset, faults=self.faults).release(root_id)
 
     async def available_actions(self, instance_id: str, *, actor: Actor | None = None
                                 ) -> list[Verdict]:

@@ -22,11 +22,14 @@ from datetime import datetime
 from typing import Any
 
 from kinflow.core.definitions import DEFINITION_TYPE
+from kinflow.core.errors import InstanceNotFound
 from kinflow.core.retention import (
+    HOLD,
     PURGE_MARKER,
     PurgeCounts,
     PurgeFilter,
     cutoff,
+    family_verdict,
     is_root,
     purgeable,
     retention_days,
@@ -34,7 +37,7 @@ from kinflow.core.retention import (
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.engine.faults import Faults
 from kinflow.engine.parking import PARKED_TYPE
-from kinflow.errors import RevisionConflict
+from kinflow.errors import InvalidInput, KinflowError, RevisionConflict
 from kinflow.gdr import format_gdr
 from kinflow.storage.database import side_name
 from kinflow.storage.indexes import IndexSpec
@@ -51,7 +54,14 @@ _PAGE = 2000  # candidate roots read per query (the embedded lake reads every ma
 _RECHECK_KEPT = 600.0  # seconds before retention looks again at a family it kept (a live member)
 _KEPT_MEMORY = 100_000
 _ROOT_FIELDS = {"_id": 1, "definition": 1, "pinnedVersion": 1, "completedAt": 1,
-                "ancestors": 1, PURGE_MARKER: 1}
+                "ancestors": 1, PURGE_MARKER: 1, HOLD: 1}
+_NOT_HELD = {HOLD: {"$exists": False}}
+
+
+class FamilyBeingPurged(KinflowError):
+    """``holdFamily`` on a family whose purge has already begun (its root is marked)."""
+
+    code = "family-being-purged"
 
 
 class Purger:
@@ -130,9 +140,9 @@ class Purger:
         """Mark the root, delete the members in batches, then the root; idempotent."""
         try:
             await self.lake.update(root_id, {"$set": {PURGE_MARKER: iso(now)}},
-                                   match={"completedAt": {"$type": "string"}},
+                                   match={"completedAt": {"$type": "string"}, **_NOT_HELD},
                                    dataset=self.dataset)
-        except RevisionConflict:  # gone meanwhile (another purger) or not finished
+        except RevisionConflict:  # gone meanwhile (another purger), not finished, or held
             return False
         self.faults.check("purge-after-marker")
         ids = [str(m["_id"]) for m in members]
@@ -154,10 +164,16 @@ class Purger:
             await self.lake.collection(self.dataset).delete_many({**_INSTANCE,
                                                                   "_id": {"$in": ids}})
 
-    async def _consider(self, root: Mapping[str, Any], now: datetime, counts: PurgeCounts
-                        ) -> None:
+    async def _consider(self, root: Mapping[str, Any], now: datetime, counts: PurgeCounts,
+                        before: str, *, inclusive: bool) -> None:
+        """Purge the family (or count it, on a dry run) if its last member finished by
+        ``before`` and it is not held; otherwise count it as kept or held."""
+        if root.get(HOLD) is not None:
+            counts.held += 1
+            return
         members = await self.members(str(root["_id"]))
-        if not purgeable(root, members):
+        verdict = family_verdict(root, members, before, inclusive=inclusive)
+        if verdict != "purge":
             counts.kept += 1
             return
         if counts.dry_run:
@@ -190,9 +206,9 @@ class Purger:
                     return counts  # the rest next time: a pass stays bounded
                 if self._kept.get(str(root["_id"]), 0.0) > time.monotonic():
                     continue  # a live member kept it a moment ago: newer roots get their turn
-                kept_before = counts.kept
-                await self._consider(root, now, counts)
-                if counts.kept > kept_before:
+                passed_over = counts.kept + counts.held
+                await self._consider(root, now, counts, cutoff(now, days), inclusive=True)
+                if counts.kept + counts.held > passed_over:
                     self._remember_kept(str(root["_id"]))
         return counts
 
@@ -213,13 +229,44 @@ class Purger:
             roots = [doc for doc in found.values()
                      if doc.get("_type") == INSTANCE_TYPE and where.selects(doc)]
             for root in sorted(roots, key=lambda d: str(d["completedAt"])):
-                await self._consider(root, now, counts)
+                await self._consider(root, now, counts, where.finished_before, inclusive=False)
             return counts
         names = sorted({str(d.get("name")) for d in await self._definitions()})
         for name in names if where.definition is None else [where.definition]:
             async for root in self._finished_roots(name, where.finished_before,
                                                    inclusive=False):
                 if where.selects(root):
-                    await self._consider(root, now, counts)
+                    await self._consider(root, now, counts, where.finished_before,
+                                         inclusive=False)
         return counts
+
+    # ------------------------------------------------------------ holds
+
+    async def hold(self, root_id: str, reason: str, by: str, now: datetime) -> dict[str, Any]:
+        """Keep the family of ``root_id`` whatever its age, until :meth:`release`; the root."""
+        await self._root(root_id)
+        hold = {"reason": reason, "by": by, "at": iso(now)}
+        try:
+            await self.lake.update(root_id, {"$set": {HOLD: hold}},
+                                   match={PURGE_MARKER: {"$exists": False}},
+                                   dataset=self.dataset)  # fmt: skip
+        except RevisionConflict as exc:
+            raise FamilyBeingPurged(f"the family of {root_id!r} is already being purged",
+                                    rootId=root_id) from exc  # fmt: skip
+        return await self._root(root_id)
+
+    async def release(self, root_id: str) -> dict[str, Any]:
+        """Lift a hold (a family without one is left as it is); the root."""
+        await self._root(root_id)
+        await self.lake.update(root_id, {"$unset": {HOLD: ""}}, dataset=self.dataset)
+        return await self._root(root_id)
+
+    async def _root(self, root_id: str) -> dict[str, Any]:
+        root = await self.lake.get(root_id, dataset=self.dataset)
+        if root is None or root.get("_type") != INSTANCE_TYPE:
+            raise InstanceNotFound(f"no instance {root_id!r}", instanceId=root_id)
+        if not is_root(root):
+            raise InvalidInput("a hold is set on a family's root instance, not on a member",
+                               argument="rootId", instanceId=root_id)  # fmt: skip
+        return root
 

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
 Clock = Callable[[], datetime]
 Planner = Callable[..., Mutation]  # (state, ctx) or, with a gather, (state, ctx, seen)
+Runner = Callable[[Callable[[], Any]], Awaitable[Any]]  # runs a plan in a chosen thread
 Gather = Callable[[Instance, "AsyncClientSession"], Awaitable[list[Observation]]]
 IO_ROUNDS = 32
 # registry rows + history rows from which parsing, planning and diffing an instance
@@ -252,17 +253,20 @@ class Transactor:
         session: AsyncClientSession | None,
         now: datetime,
         *,
-        offload: bool = False,
+        offload: bool | Runner = False,
     ) -> Any:
         """Plan at ``now``, satisfying the planner's lake reads as it asks.
 
         ``offload`` plans in a worker thread (a heavy instance), so the event loop
-        keeps serving other requests meanwhile; the plan is pure either way.
+        keeps serving other requests meanwhile: ``True`` in the default executor, or a
+        runner that chooses the thread (a caller's GROQ lane); the plan is pure either way.
         """
         reads = Reads()
         for _ in range(IO_ROUNDS):
             try:
                 ctx = self.context(actor, now, reads)
+                if callable(offload):
+                    return await offload(lambda: plan(ctx))  # noqa: B023 - awaited here
                 if offload:
                     return await asyncio.to_thread(plan, ctx)
                 return plan(ctx)

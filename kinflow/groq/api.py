@@ -65,9 +65,13 @@ def parse(query: str, params: Mapping[str, Any] | None = None) -> Tree:
     """
     if not isinstance(query, str):
         raise GroqSyntaxError("a query must be a string", "", 0)
-    if params is None:
+    if params is None and len(query) <= CACHED_LENGTH:
         return _parse_cached(query)
     return _parse(query, params)
+
+
+#: longest query text the parse cache keeps: what it holds stays small whatever callers send
+CACHED_LENGTH = 4096
 
 
 @lru_cache(maxsize=1024)
@@ -127,6 +131,8 @@ def evaluate(
     if budget is not None:
         budget.start()
     try:
+        if budget is not None:  # a deadline that passed before this round refuses it
+            budget.check()
         value = tree.fn(Scope(root, None, ctx))
         if budget is not None:  # an answer sharing one value many times is written in full
             budget.check_answer(value)

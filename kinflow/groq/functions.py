@@ -18,6 +18,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 from kinflow.groq.budget import SLOT_BYTES, STRING_BYTES, Budget, chunked
+from kinflow.groq.functions_math import MATH
 from kinflow.groq.scope import Compiled, Scope
 from kinflow.groq.values import (
     DateTime,
@@ -372,5 +373,5 @@ def _pt_text(args: list[Compiled], s: Scope) -> Any:
     return "\n\n".join(texts)
 
 
-# math:: registers itself in FUNCTIONS when imported (a module of its own for size)
-from kinflow.groq import functions_math  # noqa: E402, F401
+for _name, _impl in MATH.items():  # math:: lives in a module of its own (size)
+    FUNCTIONS[("math", _name)] = FuncSpec(1, 1, _impl)

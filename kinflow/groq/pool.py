@@ -8,7 +8,9 @@ threads are split so that no caller can starve the engine or another caller:
   spawning ``startInstance`` never waits behind anybody's ``groq`` query;
 * the **callers' lane** serves what API callers ask for (the ``groq`` field, cohort
   ``where`` filters), and each caller (one actor) may hold at most ``per_caller`` of its
-  threads at once: the rest of that caller's evaluations wait for its own earlier ones.
+  threads at once: the rest of that caller's evaluations wait for its own earlier ones,
+  and their deadlines run while they wait, so a flood from one caller is answered
+  within the timeout instead of one timeout after another.
 
 A thread cannot be interrupted, so stopping is cooperative: the function run must
 evaluate under a budget, which raises at its next check once the awaiting task is
@@ -74,6 +76,8 @@ class Lanes:
         if slot is None:
             slot = self._slots[caller] = _Slot(asyncio.Semaphore(self.per_caller))
         slot.users += 1
+        if budget is not None:  # a caller's wait for its turn counts against its deadline
+            budget.start()
         try:
             async with slot.semaphore:
                 return await _in_thread(self.executor(caller), fn, budget)

@@ -89,7 +89,8 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
                 out.append(re.escape(pattern[i]))
                 i += 1
         rx = re.compile("".join(out), re.S)
-        _GLOB_CACHE[pattern] = rx
+        if len(_GLOB_CACHE) < 4096 and len(pattern) <= 1024:  # callers choose patterns
+            _GLOB_CACHE[pattern] = rx
     return rx
 
 

@@ -38,6 +38,7 @@ from kinflow.http.body_limit import RequestSizeLimit
 from kinflow.http.credentials import client_host, ide_page_request, refusal, request_token
 from kinflow.http.guards import guard_middleware
 from kinflow.http.shutdown import stop_bounded
+from kinflow.http.socket_caps import TOO_MANY_SOCKETS, SocketCaps, TooManySockets
 from kinflow.http.throttle import FailureThrottle, TooManyAttempts
 from kinflow.http.tokens import TokenTable, Unauthenticated, authenticate, bearer, load_tokens
 from kinflow.http.transport import TransportView
@@ -55,6 +56,7 @@ from kinflow.worker import Worker
 log = logging.getLogger("kinflow.api")
 ANONYMOUS = Actor.person("anonymous")
 _ACTOR = "kinflow.actor"  # the scope key __call__ leaves the authenticated actor under
+_SOCKET_TOKEN = "kinflow.socket-token"  # the token a websocket's connection_init counted
 
 
 async def healthz(request: Request) -> JSONResponse:
@@ -77,6 +79,7 @@ async def healthz(request: Request) -> JSONResponse:
             "running": bool(hub is not None and hub.running),
             "streams": request.app.state.hubs.stream_count(),
             "subscribers": request.app.state.hubs.subscriber_count(),
+            "snapshotDocuments": request.app.state.services.snapshots.held,
         },
     }
     return JSONResponse(body, status_code=200 if reachable else 503)
@@ -100,6 +103,7 @@ class GraphQLApp(TransportView):
         self.services = services
         self.throttle = FailureThrottle(settings.auth_max_failures, settings.auth_failure_window,
                                         settings.auth_throttle_clients)  # fmt: skip
+        self.sockets = SocketCaps(settings.max_sockets_per_client)
 
     async def render_graphql_ide(self, request: Request) -> Response:
         """Strawberry's GraphiQL page, loading its assets from kinflow (works offline)."""
@@ -112,6 +116,9 @@ class GraphQLApp(TransportView):
         return self.services
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._socket(scope, receive, send)
+            return
         if scope["type"] == "http":
             tokens = self._services().tokens
             if tokens.enabled and not ide_page_request(scope):  # the page alone needs no token
@@ -125,6 +132,23 @@ class GraphQLApp(TransportView):
             await super().__call__(scope, receive, send)
         except Unauthenticated as error:  # execute_operation refused an anonymous caller
             await refusal(error)(scope, receive, send)
+
+    async def _socket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A websocket, counted against its address's and its token's caps while open."""
+        try:
+            key = self.sockets.open_client(client_host(scope))
+        except TooManySockets as error:
+            socket = WebSocket(scope, receive, send)
+            offered = [p for p in scope.get("subprotocols") or () if p in self.protocols]
+            await socket.accept(subprotocol=offered[0] if offered else None)
+            await socket.close(code=TOO_MANY_SOCKETS, reason=error.message[:120])
+            return
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.sockets.close_client(key)
+            if scope.get(_SOCKET_TOKEN) is not None:
+                self.sockets.close_token(scope[_SOCKET_TOKEN])
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         services = self._services()
@@ -164,7 +188,10 @@ class GraphQLApp(TransportView):
                 if token is None and tokens.enabled:
                     token = request_token(context.request.scope)
             context.actor = authenticate(tokens, self.throttle, token, host)
-        except (Unauthenticated, TooManyAttempts) as error:
+            if tokens.enabled and context.request is not None:
+                self.sockets.open_token(context.actor.id)
+                context.request.scope[_SOCKET_TOKEN] = context.actor.id
+        except (Unauthenticated, TooManyAttempts, TooManySockets) as error:
             raise ConnectionRejectionError({"message": error.message, "extensions": {
                 "code": error.code, "details": error.details}}) from error
         return None

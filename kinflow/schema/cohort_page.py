@@ -85,7 +85,7 @@ def check_first(first: int) -> int:
 
 
 def spec_of(where: CohortFilter | None) -> selection.CohortFilter | None:
-    """The pure filter of a ``CohortFilter`` input (schema/selection.py)."""
+    """The pure filter of a ``CohortFilter`` input (schema/bulk.py)."""
     return where.to_core() if where is not None else None
 
 

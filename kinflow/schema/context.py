@@ -15,6 +15,7 @@ from kinflow.errors import DatasetNotFound
 from kinflow.http.tokens import OPEN_ACTOR, TokenTable
 from kinflow.schema.hubs import Hubs
 from kinflow.schema.loaders import Loaders
+from kinflow.schema.snapshot_gate import SnapshotGate
 from kinflow.settings import Settings
 from kinflow.storage import Lake
 from kinflow.storage.datasets import Datasets
@@ -30,6 +31,12 @@ class Services:
     hubs: Hubs
     tokens: TokenTable
     engines: dict[str, Engine] = field(default_factory=dict)
+    #: the process-wide budget of documents subscription snapshots hold in flight
+    snapshots: SnapshotGate = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.snapshots = SnapshotGate(self.settings.snapshot_max_documents,
+                                      self.settings.operation_timeout)  # fmt: skip
 
     @property
     def datasets(self) -> Datasets:

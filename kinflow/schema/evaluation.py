@@ -14,4 +14,4 @@ from kinflow.core.context import Actor
 
 def caller_key(actor: Actor) -> str:
     """The lane key of ``actor``'s evaluations."""
-    return f"{actor.kind}:{actor.id}"
+    return actor.key

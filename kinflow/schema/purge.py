@@ -12,9 +12,11 @@ import strawberry
 
 from kinflow.core.retention import PurgeFilter as Selection
 from kinflow.errors import InvalidInput
+from kinflow.gdr import check_document_id
 from kinflow.schema import roles
 from kinflow.schema.context import KInfo
 from kinflow.schema.scalars import DateTime
+from kinflow.schema.types import WorkflowInstance
 from kinflow.timestamps import iso, parse_iso
 
 MAX_ROOT_IDS = 1000
@@ -28,6 +30,7 @@ class PurgeFilter:
                                               description="Only roots of this definition.")
     root_ids: list[strawberry.ID] | None = strawberry.field(
         default=None, description="Only these roots (ids of children select nothing).")
+    # a family goes only once its last member finished before finished_before too
 
 
 @strawberry.type(description="What a purge removed, or what a dry run would remove.")
@@ -35,6 +38,9 @@ class PurgeResult:
     dry_run: bool
     roots: int = strawberry.field(description="Families purged (one root each).")
     instances: int = strawberry.field(description="Instances purged, roots included.")
+    kept: int = strawberry.field(default=0, description=(
+        "Selected families kept: a member is live or finished after finishedBefore."))
+    held: int = strawberry.field(default=0, description="Selected families kept by a hold.")
 
 
 def selection(where: PurgeFilter) -> Selection:
@@ -63,4 +69,22 @@ class PurgeMutation:
         counts = await engine.purge(selection(where),
                                     dry_run=dry_run is not False)  # null: a dry run too
         return PurgeResult(dry_run=counts.dry_run, roots=counts.roots,
-                           instances=counts.instances)
+                           instances=counts.instances, kept=counts.kept, held=counts.held)
+
+    @strawberry.mutation(description=(
+        "Keep a family (by its root) whatever its age: retention and purges pass it over "
+        "until releaseFamily (admin)."))
+    async def hold_family(self, info: KInfo, root_id: strawberry.ID,
+                          reason: str) -> WorkflowInstance:  # fmt: skip
+        actor = roles.require(info)
+        if not reason.strip():
+            raise InvalidInput("a hold needs a reason", argument="reason")
+        root = await info.context.engine.hold_family(check_document_id(root_id),
+                                                     reason[:500], actor.id)
+        return WorkflowInstance(doc=root)
+
+    @strawberry.mutation(description="Lift a family's hold; retention applies again (admin).")
+    async def release_family(self, info: KInfo, root_id: strawberry.ID) -> WorkflowInstance:
+        roles.require(info)
+        engine = info.context.engine
+        return WorkflowInstance(doc=await engine.release_family(check_document_id(root_id)))

@@ -10,12 +10,11 @@ is written, and docs/api.md's roles table is checked against it by a test.
 from __future__ import annotations
 
 from kinflow.engine import Actor
+from kinflow.http.tokens import ROLES
 from kinflow.http.tokens import require as require_role
 from kinflow.schema.context import KInfo
 
-VIEWER = "viewer"
-OPERATOR = "operator"
-ADMIN = "admin"
+VIEWER, OPERATOR, ADMIN = ROLES
 
 MUTATIONS: dict[str, str] = {
     "startInstance": OPERATOR,
@@ -36,6 +35,8 @@ MUTATIONS: dict[str, str] = {
     "setStage": ADMIN,
     "resetActivity": ADMIN,
     "purgeInstances": ADMIN,
+    "holdFamily": ADMIN,
+    "releaseFamily": ADMIN,
 }
 """Mutation field -> the least role that may call it."""
 

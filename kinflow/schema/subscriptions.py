@@ -51,11 +51,31 @@ async def _subscribed(
     """A hub subscription that raises ``SubscriptionLagged`` instead of yielding resync.
 
     It leases the dataset's hub for as long as it runs: the last subscription
-    to leave a dataset closes that dataset's change stream.
+    to leave a dataset closes that dataset's change stream. The snapshot is
+    read through the process's snapshot gate and counted there until the
+    subscriber asks for the event after it (kinflow/schema/snapshot_gate.py).
     """
+    gate = info.context.services.snapshots
+    held = 0
+
+    async def gated(session: Any) -> Sequence[Doc]:
+        nonlocal held
+        documents = await gate.read(snapshot, session)
+        held = len(documents)
+        return documents
+
+    def release() -> None:
+        nonlocal held
+        gate.release(held)
+        held = 0
+
     async with info.context.services.hubs.lease(dataset) as hub:
         queue_size = info.context.settings.subscription_queue_size
-        sub = await hub.subscribe(topic, snapshot, queue_size=queue_size)
+        try:
+            sub = await hub.subscribe(topic, gated, queue_size=queue_size)
+        except BaseException:
+            release()
+            raise
 
         async def events() -> AsyncIterator[ChangeEvent]:
             async for event in sub:
@@ -65,11 +85,13 @@ async def _subscribed(
                         "get a fresh snapshot", resubscribe=True, topic=topic,
                     )  # fmt: skip
                 yield event
+                release()  # asked for the next event: the snapshot's frame went out
 
         try:
             yield events()
         finally:
             sub.close()
+            release()
 
 
 def _at(doc: Doc) -> DateTime:

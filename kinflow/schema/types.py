@@ -12,6 +12,8 @@ from here too.
 
 from __future__ import annotations
 
+from typing import Any
+
 import strawberry
 
 from kinflow.core import readmodel
@@ -262,6 +264,20 @@ class Cohort:
                    selected=rows, window=window)  # fmt: skip
 
 
+@strawberry.type(description="Why, by whom and since when a family is kept (holdFamily).")
+class RetentionHold:
+    reason: str
+    by: str
+    at: DateTime
+
+    @classmethod
+    def of(cls, stored: Any) -> RetentionHold | None:
+        if not isinstance(stored, dict):
+            return None
+        return cls(reason=str(stored.get("reason", "")), by=str(stored.get("by", "")),
+                   at=DateTime(str(stored.get("at", ""))))
+
+
 @strawberry.type
 class WorkflowInstance:
     doc: strawberry.Private[Doc]
@@ -411,6 +427,12 @@ class WorkflowInstance:
     def cancel_reason(self) -> str | None:
         reason = self.doc.get("cancelReason")
         return reason if isinstance(reason, str) else None
+
+    @strawberry.field(description=(
+        "On a family's root: the hold that keeps the family from retention and purges "
+        "(holdFamily), or null."))
+    def retention_hold(self) -> RetentionHold | None:
+        return RetentionHold.of(self.doc.get("retentionHold"))
 
     @strawberry.field
     def last_changed_at(self) -> DateTime:

@@ -1,7 +1,8 @@
 """Open the lake the settings describe: a MongoDB URI, or the embedded daemon.
 
 On the embedded lake every process also runs a keeper (``keeper.py``) that
-notices the daemon dying and starts or follows a new one.
+notices the daemon dying and starts or follows a new one, and the lake gets
+a restart gate (``restart_gate.py``) its planned restarts close.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from kinflow.storage.indexes import content_indexes
 from kinflow.storage.keeper import LakeKeeper
 from kinflow.storage.lake import Lake
 from kinflow.storage.memory_guard import MemoryGuard, cache_mib_for
+from kinflow.storage.restart_gate import RestartGate
 from kinflow.storage.sessions import SessionLedger
 from kinflow.storage.slots import TransactionSlots
 
@@ -98,6 +100,8 @@ async def open_lake(settings: Settings, *, database: str | None = None) -> LakeC
         operation_timeout=settings.operation_timeout,
         transaction_attempts=settings.transaction_attempts,
         slots=transaction_slots(settings, embedded=embedded is not None),
+        # past its budget the keeper restarts the embedded daemon, behind the restart gate
+        gate=RestartGate() if embedded is not None else None,
         ledger=SessionLedger,  # a survivor can end our transactions if we die
     )
     lake.indexes.extend(content_indexes(settings.content_indexes))
@@ -119,8 +123,8 @@ async def open_lake(settings: Settings, *, database: str | None = None) -> LakeC
                             lambda new_uri: make_client(new_uri, settings, embedded=True),
                             give_up_after=max(2 * settings.embedded_start_timeout, 10.0))
         keeper.start()
-        # past its budget the daemon is stopped; the keeper starts it again
-        guard = MemoryGuard(embedded, settings.embedded_memory_mb)
+        guard = MemoryGuard(embedded, settings.embedded_memory_mb,
+                            restart=keeper.restart_planned)
         guard.start()
     return LakeConnection(lake, uri, embedded, keeper, guard)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,6 +34,7 @@ from pymongo.errors import ConnectionFailure, InvalidOperation, PyMongoError
 from kinflow.errors import InvalidInput, LakeUnavailable
 from kinflow.gdr import check_dataset
 from kinflow.storage.indexes import BASE_INDEXES, IndexSpec
+from kinflow.storage.restart_gate import RestartGate
 from kinflow.storage.slots import TransactionSlots
 from kinflow.storage.transactions import run_transaction
 
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from kinflow.storage.sessions import SessionLedger
 
 T = TypeVar("T")
+RETRY_PAUSE = 0.05  # seconds between tries of an operation a planned restart cut off
 Document = dict[str, Any]
 SIDE_KINDS = frozenset({"rows", "engine"})
 """The kinds of side collection: ``rows`` (cohort registry rows), ``engine`` (leases and
@@ -94,6 +96,7 @@ class LakeDatabase:
     indexes: list[IndexSpec] = field(default_factory=lambda: list(BASE_INDEXES))
     side_indexes: dict[str, list[IndexSpec]] = field(default_factory=dict)
     slots: TransactionSlots | None = None  # open transactions at most (kinflow.storage.slots)
+    gate: RestartGate | None = None  # planned restarts wait here (kinflow.storage.restart_gate)
     ledger: InitVar[Callable[[LakeDatabase], SessionLedger] | None] = None
     """Builds this process's session ledger over the lake (kinflow.storage.sessions);
     ``None``: no ledger (a tool's short-lived connection)."""
@@ -181,6 +184,41 @@ class LakeDatabase:
             raise InvalidInput("a value holds an integer outside the 64-bit range a document "
                                "can store", operation=verb) from exc
 
+    @contextlib.asynccontextmanager
+    async def operation(self, verb: str) -> AsyncIterator[None]:
+        """``bounded``, after waiting out a planned restart of the daemon (``restart_gate``)."""
+        if self.gate is None:
+            with self.bounded(verb):
+                yield
+            return
+        async with self.gate.passage(self.operation_timeout, verb):
+            with self.bounded(verb):
+                yield
+
+    async def read(self, verb: str, run: Callable[[], Awaitable[T]], *,
+                   session: AsyncClientSession | None = None) -> T:
+        """Run a read as one operation; outside a transaction, a read that lost its
+        connection to a planned restart is run again once the daemon is back, within
+        the operation timeout (a read has no effect to apply twice)."""
+        if session is not None or self.gate is None:
+            async with self.operation(verb):
+                return await run()
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self.operation_timeout
+        while True:
+            try:
+                async with self.gate.passage(end - loop.time(), verb):
+                    with self.bounded(verb):
+                        return await run()
+            except LakeUnavailable:
+                if not self._restart_explains(end - loop.time()):
+                    raise
+            await asyncio.sleep(RETRY_PAUSE)
+
+    def _restart_explains(self, left: float) -> bool:
+        """Time is left and a planned restart explains the lost lake: worth another try."""
+        return left > RETRY_PAUSE and self.gate is not None and self.gate.restart_explains()
+
     async def use_client(self, client: AsyncMongoClient[Document]) -> None:
         """Talk to another server from now on (the embedded daemon moved port)."""
         old, self.client = self.client, client
@@ -198,14 +236,45 @@ class LakeDatabase:
         attempts: int | None = None,
         on_retry: Callable[[int, BaseException], None] | None = None,
     ) -> T:
-        """Run ``callback(session)`` in a transaction with bounded retries."""
+        """Run ``callback(session)`` in a transaction with bounded retries.
+
+        It passes the restart gate first; one that lost the lake to a planned
+        restart is run again from the start once the daemon is back, all
+        within one operation timeout (the callback reloads what it reads, and a
+        verb's idempotency key keeps a committed effect from applying twice).
+        """
+        if self.gate is None:
+            return await self._transaction(callback, verb=verb, attempts=attempts,
+                                           on_retry=on_retry, deadline=self.operation_timeout)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self.operation_timeout
+        while True:
+            try:
+                async with self.gate.passage(end - loop.time(), verb):
+                    return await self._transaction(callback, verb=verb, attempts=attempts,
+                                                   on_retry=on_retry,
+                                                   deadline=end - loop.time())
+            except LakeUnavailable:
+                if not self._restart_explains(end - loop.time()):
+                    raise
+            await asyncio.sleep(RETRY_PAUSE)
+
+    async def _transaction(
+        self,
+        callback: Callable[[AsyncClientSession], Awaitable[T]],
+        *,
+        verb: str,
+        attempts: int | None,
+        on_retry: Callable[[int, BaseException], None] | None,
+        deadline: float,
+    ) -> T:
         try:
             return await run_transaction(
                 self.client,
                 callback,
                 verb=verb,
                 attempts=attempts or self.transaction_attempts,
-                deadline=self.operation_timeout,
+                deadline=deadline,
                 on_retry=on_retry,
                 on_session=self.sessions.note if self.sessions is not None else None,
                 slots=self.slots,

@@ -355,6 +355,19 @@ class EmbeddedLake:
                 self.state_file.unlink()
         self._process, self.owned = None, False
 
+    def terminate(self, timeout: float) -> None:
+        """Stop the daemon this process owns, to start it again: it stays the owner and
+        ``lake.json`` stays (SIGTERM, then SIGKILL past ``timeout``; call in a thread)."""
+        process = self._process
+        if process is None or not self.owned or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
     def kill(self) -> None:
         """SIGKILL the daemon (crash tests)."""
         if self._process is not None:

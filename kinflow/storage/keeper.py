@@ -17,6 +17,11 @@ killed, which takes it along), each process notices within ``interval``:
 
 Meanwhile ``status`` says the lake is down (``/healthz`` answers 503) and
 lake calls fail as ``lake-unavailable`` within the operation timeout.
+
+A restart the owner plans (the memory guard's, ``restart_planned``) is not a
+death: the lake's restart gate (``restart_gate.py``) holds new operations
+back and lets those in flight finish before the daemon is stopped, and opens
+again once the new daemon answers, so callers only wait.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ class KeeperStatus:
     state: str = "up"  # up | down | restarting | failed
     down_since: float | None = None
     restarts: int = 0  # daemons this process started after the first
+    planned: int = 0  # of those, restarts this process chose (the memory guard's)
     follows: int = 0  # times this process moved to a daemon another one started
     last_error: str | None = None
 
@@ -81,6 +87,8 @@ class LakeKeeper:
         takeover_after: float = 5.0,
         give_up_after: float = 60.0,
         on_fatal: Callable[[], None] = _signal_self,
+        drain: float = 5.0,
+        stop_timeout: float = 10.0,
     ) -> None:
         self.embedded = embedded
         self.lake = lake
@@ -89,6 +97,9 @@ class LakeKeeper:
         self.takeover_after = takeover_after
         self.give_up_after = give_up_after
         self.on_fatal = on_fatal
+        self.drain = drain
+        self.stop_timeout = stop_timeout
+        self._planned = False
         self.status = KeeperStatus()
         self._task: asyncio.Task[None] | None = None
         self._port_taken = 0
@@ -120,9 +131,11 @@ class LakeKeeper:
             "port": self.embedded.port,
             "pid": self.embedded.pid,
             "restarts": self.status.restarts,
+            "plannedRestarts": self.status.planned,
             "follows": self.status.follows,
             "downSeconds": round(time.monotonic() - down, 1) if down is not None else None,
             "lastError": self.status.last_error,
+            **({"gate": self.lake.gate.report()} if self.lake.gate is not None else {}),
         }
 
     async def _run(self) -> None:
@@ -142,6 +155,8 @@ class LakeKeeper:
 
     async def check(self) -> None:
         """Look at the daemon once; start or follow a new one when it is gone."""
+        if self._planned:
+            return  # restart_planned is bringing it back
         state = self.embedded.state()
         if self._daemon_alive():
             if (not self.embedded.owned and state is not None and state.pid != self.embedded.pid
@@ -234,6 +249,36 @@ class LakeKeeper:
             await self.lake.use_client(self.client_factory(uri_for(port)))
         log.warning("started the embedded lake again (pid %s, port %s)", process.pid, port)
         self._mark_up()
+
+    async def restart_planned(self) -> bool:
+        """Stop the daemon this process owns and start it again, unseen by callers.
+
+        The restart gate closes first (operations arriving now wait) and the
+        operations already past it get up to ``drain`` seconds to finish; then
+        the daemon is stopped (SIGTERM: it checkpoints and exits) and started
+        again on its port, and the gate opens. Returns False when this process
+        does not own the daemon or a restart is already running.
+        """
+        if not self.embedded.owned or self._planned or self.status.state != "up":
+            return False
+        self._planned = True
+        gate = self.lake.gate
+        try:
+            drained = await gate.close(self.drain) if gate is not None else True
+            if not drained:
+                log.warning("restarting the embedded lake with operations still in flight "
+                            "after %.1f s", self.drain)  # fmt: skip
+            self.status.state = "restarting"
+            self.status.down_since = time.monotonic()
+            await asyncio.to_thread(self.embedded.terminate, self.stop_timeout)
+            await self._restart(self.embedded.state())
+            if self.status.state == "up":
+                self.status.planned += 1
+        finally:
+            self._planned = False
+            if gate is not None:
+                gate.reopen()
+        return True
 
     def _give_up_if_late(self, reason: str) -> None:
         global fatal_error

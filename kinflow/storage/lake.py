@@ -45,8 +45,9 @@ class Lake(LakeDatabase):
     async def get(
         self, doc_id: str, *, dataset: str | None = None, session: AsyncClientSession | None = None
     ) -> Document | None:
-        with self.bounded("get"):
-            return await self.collection(dataset).find_one({"_id": doc_id}, session=session)
+        return await self.read(
+            "get", lambda: self.collection(dataset).find_one({"_id": doc_id}, session=session),
+            session=session)
 
     async def get_many(
         self,
@@ -58,9 +59,11 @@ class Lake(LakeDatabase):
         """Documents by id in one round trip; missing ids are absent from the result."""
         if not ids:
             return {}
-        with self.bounded("get"):
+        async def run() -> dict[str, Document]:  # the collection of the client in use now
             cursor = self.collection(dataset).find({"_id": {"$in": list(ids)}}, session=session)
             return {doc["_id"]: doc async for doc in cursor}
+
+        return await self.read("get", run, session=session)
 
     async def find(
         self,
@@ -72,20 +75,23 @@ class Lake(LakeDatabase):
         limit: int = 0,
         projection: Mapping[str, Any] | None = None,
     ) -> list[Document]:
-        with self.bounded("find"):
-            cursor = self.collection(dataset).find(
-                dict(filter_), projection=projection, session=session, limit=limit
-            )
+        async def run() -> list[Document]:  # the collection of the client in use now
+            cursor = self.collection(dataset).find(dict(filter_), projection=projection,
+                                                   session=session, limit=limit)
             if sort:
                 cursor = cursor.sort(list(sort))
             return await cursor.to_list(None)
+
+        return await self.read("find", run, session=session)
 
     async def count(
         self, filter_: Mapping[str, Any], *, dataset: str | None = None,
         session: AsyncClientSession | None = None,
     ) -> int:  # fmt: skip
-        with self.bounded("count"):
-            return await self.collection(dataset).count_documents(dict(filter_), session=session)
+        return await self.read(
+            "count", lambda: self.collection(dataset).count_documents(dict(filter_),
+                                                                      session=session),
+            session=session)
 
     # -- writes ----------------------------------------------------------
 
@@ -100,7 +106,7 @@ class Lake(LakeDatabase):
         """Insert a new document; an existing ``_id`` raises ``DocumentExists``."""
         stored = stamp_created(check_new_document(dict(doc)), now or utcnow())
         try:
-            with self.bounded("create"):
+            async with self.operation("create"):
                 await self.collection(dataset).insert_one(stored, session=session)
         except DuplicateKeyError as exc:
             raise DocumentExists(f"document {stored['_id']!r} already exists",
@@ -120,7 +126,7 @@ class Lake(LakeDatabase):
         if not stored:
             return []
         try:
-            with self.bounded("create"):
+            async with self.operation("create"):
                 await self.collection(dataset).insert_many(stored, session=session, ordered=True)
         except (DuplicateKeyError, pymongo.errors.BulkWriteError) as exc:
             if isinstance(exc, pymongo.errors.BulkWriteError) and not _only_duplicates(exc):
@@ -146,7 +152,7 @@ class Lake(LakeDatabase):
         if not stored:
             return 0
         try:
-            with self.bounded("create"):
+            async with self.operation("create"):
                 result = await self.collection(dataset).insert_many(
                     stored, session=session, ordered=False)
         except pymongo.errors.BulkWriteError as exc:
@@ -168,7 +174,7 @@ class Lake(LakeDatabase):
         body = check_new_document(dict(doc))
         doc_id = body["_id"]
         coll = self.collection(dataset)
-        with self.bounded("replace"):
+        async with self.operation("replace"):
             if expected_rev is None:
                 current = await coll.find_one({"_id": doc_id}, {"_createdAt": 1}, session=session)
                 created = current.get("_createdAt") if current else None
@@ -215,7 +221,7 @@ class Lake(LakeDatabase):
         if expected_rev is not None:
             query["_rev"] = expected_rev
         coll = self.collection(dataset)
-        with self.bounded("update"):
+        async with self.operation("update"):
             result = await coll.update_one(
                 query,
                 ops,
@@ -245,7 +251,7 @@ class Lake(LakeDatabase):
         document, so a writer fenced on a ``_rev`` it loaded before misses.
         """
         ops = _stamped_operators(update, new_rev(), now)
-        with self.bounded("update"):
+        async with self.operation("update"):
             result = await self.collection(dataset).update_many(
                 dict(filter_), ops, session=session)
         return result.matched_count
@@ -265,7 +271,7 @@ class Lake(LakeDatabase):
         moment = now or utcnow()
         ops = [pymongo.ReplaceOne({"_id": stored["_id"]}, stored, upsert=True)
                for stored in (stamp_created(check_new_document(dict(d)), moment) for d in docs)]
-        with self.bounded("put"):
+        async with self.operation("put"):
             await self.collection(dataset).bulk_write(ops, session=session, ordered=True)
 
     async def groq(
@@ -280,8 +286,13 @@ class Lake(LakeDatabase):
     ) -> Any:
         """Evaluate a GROQ query over one dataset (pushed down as a prefilter, then checked);
         ``caller`` names the API caller it runs for (``None``: the engine)."""
-        return await query_collection(self.collection(dataset), query, params=params,
-                                      now=now, budget=budget, caller=caller)  # fmt: skip
+        coll = self.collection(dataset)
+        if self.gate is None:
+            return await query_collection(coll, query, params=params, now=now, budget=budget,
+                                          caller=caller)  # fmt: skip
+        async with self.gate.passage(self.operation_timeout, "groq"):
+            return await query_collection(coll, query, params=params, now=now, budget=budget,
+                                          caller=caller)  # fmt: skip
 
     async def patch(
         self,
@@ -322,7 +333,7 @@ class Lake(LakeDatabase):
         query: dict[str, Any] = {"_id": doc_id, **(match or {})}
         if expected_rev is not None:
             query["_rev"] = expected_rev
-        with self.bounded("delete"):
+        async with self.operation("delete"):
             result = await self.collection(dataset).delete_one(query, session=session)
         if expected_rev is not None and result.deleted_count == 0:
             raise RevisionConflict(f"document {doc_id!r} changed since it was loaded",

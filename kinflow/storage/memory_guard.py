@@ -16,6 +16,10 @@ gracefully (SIGTERM: WiredTiger checkpoints and the process exits in about
 two seconds; SIGKILL if it takes longer than ``stop_timeout``). The keeper
 (``keeper.py``) then starts it again on the same port, and every client,
 in every process, reconnects by itself.
+
+Given ``restart`` (``open_lake`` passes the keeper's ``restart_planned``), the
+guard leaves the whole restart to it: the lake's operations are held back and
+drained first, so the restart costs callers latency, not errors.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,6 +73,7 @@ class MemoryGuard:
     stop_timeout: float = 10.0
     recycles: int = 0
     last_rss_mib: float | None = None
+    restart: Callable[[], Awaitable[bool]] | None = None
     _stopping: tuple[int, float] | None = field(default=None, repr=False)
     _task: asyncio.Task[None] | None = field(default=None, repr=False)
 
@@ -84,10 +90,25 @@ class MemoryGuard:
     async def _run(self) -> None:
         while True:
             try:
-                self.check()
+                if self.restart is None:
+                    self.check()
+                elif self.over_budget() and await self.restart():
+                    self.recycles += 1
             except Exception:  # a failed look must not end the watch
                 log.exception("checking the embedded lake's memory failed")
             await asyncio.sleep(self.interval)
+
+    def over_budget(self) -> bool:
+        """The daemon this process owns is past its budget (logged when it is)."""
+        pid = self.embedded.pid
+        if pid is None or not self.embedded.owned:
+            return False
+        rss = self.last_rss_mib = rss_mib(pid)
+        if rss is None or rss <= self.budget_mib:
+            return False
+        log.warning("the embedded lake uses %.0f MiB, past its budget of %.0f MiB "
+                    "(KINFLOW_EMBEDDED_MEMORY_MB); restarting it", rss, self.budget_mib)
+        return True
 
     def check(self) -> bool:
         """Look once; return True when this look stopped the daemon."""

@@ -79,3 +79,36 @@ def test_purge_instances_counts_then_purges_and_the_api_never_shows_them(
     count = data(gql(secured, '{ groq(query: "count(*[_type == \\"kinflow.instance\\"])") }',
                      token=ADMIN))["groq"]
     assert count == 3
+
+
+HOLD = """mutation($r: ID!, $why: String!) { holdFamily(rootId: $r, reason: $why) {
+  id retentionHold { reason by at } } }"""
+RELEASE = """mutation($r: ID!) { releaseFamily(rootId: $r) { id retentionHold { reason } } }"""
+COUNTS = """mutation($w: PurgeFilter!, $d: Boolean) {
+  purgeInstances(where: $w, dryRun: $d) { dryRun roots instances kept held } }"""
+
+
+def test_a_held_family_is_shown_on_its_root_and_passed_over_until_released(
+        secured: TestClient) -> None:
+    data(gql(secured, "mutation($d: [JSON!]!) { deployDefinitions(definitions: $d) "
+                      "{ definitions { name } } }", {"d": family()}, token=ADMIN))
+    root = _start(secured)
+    members = _family(secured, root)
+    _finish(secured, *reversed(members), root)
+    refused = gql(secured, HOLD, {"r": root, "why": "audit"}, token=OPERATOR)
+    assert error_code(refused) == "forbidden"
+    held = data(gql(secured, HOLD, {"r": root, "why": "audit"}, token=ADMIN))["holdFamily"]
+    assert held["retentionHold"]["reason"] == "audit" and held["retentionHold"]["by"] == "ada"
+    shown = data(gql(secured, 'query($i: ID!) { instance(id: $i) { retentionHold { reason } } }',
+                     {"i": root}, token="view-token-for-tests"))
+    assert shown["instance"]["retentionHold"] == {"reason": "audit"}
+    child = gql(secured, HOLD, {"r": members[0], "why": "x"}, token=ADMIN)
+    assert error_code(child) == "invalid-input"
+    everything = {"finishedBefore": FUTURE}
+    kept = data(gql(secured, COUNTS, {"w": everything, "d": False}, token=ADMIN))
+    assert kept["purgeInstances"] == {"dryRun": False, "roots": 0, "instances": 0, "kept": 0,
+                                      "held": 1}
+    released = data(gql(secured, RELEASE, {"r": root}, token=ADMIN))["releaseFamily"]
+    assert released["retentionHold"] is None
+    gone = data(gql(secured, COUNTS, {"w": everything, "d": False}, token=ADMIN))
+    assert gone["purgeInstances"]["roots"] == 1 and gone["purgeInstances"]["held"] == 0

@@ -85,6 +85,10 @@ def test_a_family_loading_is_not_an_empty_cohort(page: Page, server: Api) -> Non
     assert "loading" in text and "total" not in text and "empty" not in text, text
     assert page.locator(f"{COHORT} .chip").count() == 0  # no counts until the rows are in
     shot(page, "60-cohort-loading")
+    for _ in range(200):  # the held request reaches this thread through playwright's events
+        if held:
+            break
+        page.wait_for_timeout(50)
     assert held, "the cohort's rows were not read over HTTP"
     for route in held:
         route.continue_()
@@ -133,6 +137,15 @@ def test_newest_first_with_children_and_badges_inside_their_boxes(
     stamps = [(n["startedAt"], n["id"]) for n in expected]
     assert stamps == sorted(stamps, reverse=True)
     assert shown[0] != older and shown.index(roots[1]) < shown.index(older)
+
+    # A family started now arrives through the live list: in its place by start time.
+    article = f"article-Newest-{time.monotonic_ns()}"
+    api.put({"_id": article, "_type": "article", "title": "Newest", "locales": ["de", "fr"]})
+    newest = api.start("translation-cohort", {"subject": {"_id": article, "_type": "article"}})
+    page.wait_for_selector("#searchInfo:has-text('9 of 9 instances')")
+    shown = page.locator("#results .result").evaluate_all("nodes => nodes.map(n => n.dataset.id)")
+    assert shown == [n["id"] for n in started(api)]
+    assert shown.index(newest) < shown.index(roots[1])
     page.wait_for_selector('#results .result .badge[data-status="completed"]')
     page.wait_for_selector(f'{COHORT} .tnode[data-outcome="succeeded"]')
 

@@ -77,6 +77,8 @@ def test_start_fire_edit_tick_abort(cli_env: str) -> None:
 def test_start_refusals(cli_env: str) -> None:
     refused(["start", "no-such-definition"], "definition-not-found")
     refused(["start", "x", "--field", "novalue"], "invalid-input")
+    # the shape of a child's id (and its attempts') is the engine's, whatever the definition
+    refused(["start", "x", "--id", "instance.c" + "0" * 24 + "-a2"], "instance-id-reserved")
 
 
 def test_groq(cli_env: str) -> None:

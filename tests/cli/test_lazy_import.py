@@ -54,3 +54,17 @@ def test_a_command_on_the_lake_loads_the_engine() -> None:
     unreachable = {"KINFLOW_MONGODB_URI": "mongodb://127.0.0.1:9/?serverSelectionTimeoutMS=200",
                    "KINFLOW_OPERATION_TIMEOUT": "1"}
     assert "kinflow.engine" in loaded_after("tick", "instance.x", env=unreachable)
+
+
+def test_inspect_on_the_lake_loads_neither_the_http_client_nor_the_api_schema(
+    cli_env: str,
+) -> None:
+    from .test_cli import EXAMPLES, instance_id, invoke
+
+    assert invoke("deploy", str(EXAMPLES / "definitions" / "seat-booking.json"))[0] == 0
+    status, output = invoke("start", "event-booking", "--field", 'seats=[{"seat": "A1"}]')
+    assert status == 0, output
+    loaded = loaded_after("inspect", instance_id(output))
+    assert "kinflow.engine" in loaded and "pymongo" in loaded  # it read the lake
+    assert not [m for m in loaded if m.split(".")[0] in ("httpx", "strawberry")
+                or m.startswith("kinflow.schema")]

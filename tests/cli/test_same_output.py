@@ -7,7 +7,9 @@ import re
 
 import pytest
 
-from .test_cli import EXAMPLES, instance_id, invoke, refused
+from kinflow.cli import app
+
+from .test_cli import EXAMPLES, instance_id, invoke, refused, runner
 from .test_remote import TOKENS
 from .test_remote import server as server  # the running server fixture
 
@@ -37,6 +39,10 @@ def on_both(url: str, *args: str) -> str:
     assert status == 0, after
     assert before == local, f"lake:\n{local}\n--url:\n{before}"
     assert after == local
+    tokenless = runner.invoke(app, list(args), env={"KINFLOW_URL": url})
+    assert "error unauthenticated" in tokenless.output  # KINFLOW_URL reaches the server
+    from_env = runner.invoke(app, list(args), env={"KINFLOW_URL": url, "KINFLOW_TOKEN": ADMIN})
+    assert from_env.exit_code == 0 and from_env.output == local, from_env.output
     return local
 
 

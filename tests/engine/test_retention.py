@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -70,7 +71,10 @@ async def test_a_detached_grandchild_still_running_keeps_its_whole_family(
         report = await _pass(worker)
         assert report.purged and report.purged.roots == 0 and report.purged.kept == 1
     assert await _count(engine) == 3
-    await _finish(engine, *leaves)
+    await _finish(engine, *leaves)  # the last member finished just now: a day to go
+    report = await _pass(worker)
+    assert report.purged and report.purged.roots == 0 and report.purged.kept == 1
+    clock.advance(days=1, hours=1)
     report = await _pass(worker)
     assert report.purged and (report.purged.roots, report.purged.instances) == (1, 3)
     assert await _count(engine) == 0
@@ -189,3 +193,69 @@ async def test_an_explicit_purge_selects_by_root_ids_and_finish_time(engine: Eng
     counts = await purger.purge(only, clock(), dry_run=False)
     assert (counts.roots, counts.instances) == (1, 3)
     assert await engine.lake.get(first, dataset=engine.dataset) is not None
+
+
+async def test_a_family_is_due_days_after_its_last_member_finished(engine: Engine,
+                                                                   clock: Clock) -> None:
+    """A detached grandchild that finished yesterday keeps a root that finished 40 days ago."""
+    await engine.deploy(family(retention=30))
+    rid, mids, leaves = await _start(engine)
+    await _finish(engine, rid, *mids)
+    clock.advance(days=40)
+    await _finish(engine, *leaves)
+    clock.advance(days=1)
+    worker = _worker(engine)
+    worker.purger.recheck_kept = 0
+    report = await _pass(worker)
+    assert report.purged and report.purged.roots == 0 and report.purged.kept == 1
+    purger = Purger(engine.lake, engine.dataset)
+    ten_days_in = iso(clock() - timedelta(days=31))  # after the root, before the grandchild
+    explicit = await purger.purge(PurgeFilter(finished_before=ten_days_in), clock())
+    assert (explicit.roots, explicit.kept) == (0, 1)  # an explicit purge follows the same rule
+    clock.advance(days=29, hours=1)
+    report = await _pass(worker)
+    assert report.purged and (report.purged.roots, report.purged.instances) == (1, 3)
+
+
+async def test_a_held_family_is_kept_whatever_its_age_until_released(engine: Engine,
+                                                                     clock: Clock) -> None:
+    await engine.deploy(family(retention=1))
+    rid, mids, leaves = await _start(engine)
+    await _finish(engine, *leaves, *mids, rid)
+    purger = Purger(engine.lake, engine.dataset)
+    root = await purger.hold(rid, "legal hold 2026-17", "ada", clock())
+    assert root["retentionHold"] == {"reason": "legal hold 2026-17", "by": "ada",
+                                     "at": iso(clock())}
+    clock.advance(days=400)
+    worker = _worker(engine)
+    worker.purger.recheck_kept = 0
+    report = await _pass(worker)
+    assert report.purged and report.purged.roots == 0 and report.purged.held == 1
+    dry = await purger.purge(PurgeFilter(finished_before=iso(clock())), clock())
+    assert (dry.roots, dry.held) == (0, 1)
+    forced = await purger.purge(PurgeFilter(finished_before=iso(clock()), root_ids=(rid,)),
+                                clock(), dry_run=False)
+    assert (forced.roots, forced.held) == (0, 1) and await _count(engine) == 3
+    released = await purger.release(rid)
+    assert "retentionHold" not in released
+    report = await _pass(worker)
+    assert report.purged and (report.purged.roots, report.purged.instances) == (1, 3)
+
+
+async def test_a_hold_names_a_root_and_never_lands_on_a_purge_under_way(engine: Engine,
+                                                                        clock: Clock) -> None:
+    from kinflow.core.errors import InstanceNotFound
+    from kinflow.engine.retention import FamilyBeingPurged
+    from kinflow.errors import InvalidInput
+
+    await engine.deploy(family(retention=1))
+    rid, mids, _leaves = await _start(engine)
+    purger = Purger(engine.lake, engine.dataset)
+    with pytest.raises(InvalidInput):
+        await purger.hold(mids[0], "not a root", "ada", clock())
+    with pytest.raises(InstanceNotFound):
+        await purger.hold("instance.nobody-here", "missing", "ada", clock())
+    await engine.lake.update(rid, {"$set": {PURGE_MARKER: iso(clock())}},
+                             dataset=engine.dataset)  # a purge's first step
+    with pytest.raises(FamilyBeingPurged):
+        await purger.hold(rid, "too late", "ada", clock())

@@ -31,8 +31,10 @@ bounded number of operations.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import sys
+import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -63,6 +65,8 @@ BATCH = 2
 """Rows per bulk commit: small, so a call over 2 to 5 rows spans batches (``mid-bulk``)."""
 LEASE_SECONDS = 2.0
 """The driver's effect claims: a claim a kill orphaned is taken over two seconds later."""
+SECONDS_VAR = "KINFLOW_DRIVER_SECONDS"
+"""When set, the driver also stops (cleanly) after that many seconds of operations."""
 CANCEL_POINTS = ("before-cancel-children", "before-cancel-stamp")
 
 # where each family's bulk calls go: (parent definition, cohort activity, child activity)
@@ -234,9 +238,12 @@ async def main(uri: str, database: str, seed: int, shape: Shape, journal: Journa
     await engine.ensure_ready()
     print("ready", flush=True)
     refused: Counter[str] = Counter()
+    deadline = time.monotonic() + float(os.environ.get(SECONDS_VAR) or "inf")
     try:
         await retry_cut(engine, journal, refused)
         for n in range(MAX_OPS):
+            if time.monotonic() > deadline:
+                break
             try:
                 what = await step(engine, rng, shape, journal, f"k{seed}-{n}", point)
             except KinflowError as refusal:

@@ -26,7 +26,8 @@ from tests.reliability.figures import record
 pytestmark = pytest.mark.lake
 TOKENS = ("view-token-for-tests=vera:viewer,op-token-for-tests=otto:operator,"
           "admin-token-for-tests=ada:admin")
-ADMIN_ONLY = {"deployDefinitions", "setStage", "resetActivity", "purgeInstances"}
+ADMIN_ONLY = {"deployDefinitions", "setStage", "resetActivity", "purgeInstances", "holdFamily",
+              "releaseFamily"}
 """Mutations an operator may not call (kinflow/schema/roles.py's admin entries; a test
 of tests/api/test_roles.py keeps the two and the sweep below in agreement)."""
 MUTATIONS: dict[str, str] = {
@@ -51,6 +52,8 @@ MUTATIONS: dict[str, str] = {
     "deleteDocument": "deleteDocument(id: \"article-1\")",
     "purgeInstances": "purgeInstances(where: {finishedBefore: \"2100-01-01T00:00:00Z\"}, "
                       "dryRun: false) { roots }",
+    "holdFamily": "holdFamily(rootId: \"i\", reason: \"keep\") { id }",
+    "releaseFamily": "releaseFamily(rootId: \"i\") { id }",
 }
 HOSTILE_GROQ = [
     "*", "*[_type == 'article']{..., 'x': *[_id == ^._id]}", "*[_id == $id]",

@@ -21,6 +21,7 @@ import pytest
 import uvicorn
 from pymongo import MongoClient
 
+from kinflow.groq import pool
 from kinflow.http.app import create_app
 from kinflow.settings import Settings
 from tests.engine.cohort_defs import child, items, parent
@@ -137,7 +138,7 @@ async def test_pairwise_work_is_refused_within_the_timeout_and_spawns_run_meanwh
             assert error(body)["details"]["timeoutSeconds"] == 2.0
         assert set(probe.statuses) == {200} and probe.worst < HEALTHZ_BOUND
         print(f"intersects, time bound only: answers in {[round(t, 2) for _, t in answers]} s "
-              f"(one viewer's four queries run one after another); operator spawn "
+              f"(one viewer's four queries, one thread, one deadline each); operator spawn "
               f"{spawn_took:.2f} s; /healthz worst {probe.worst * 1000:.0f} ms")
 
 
@@ -158,8 +159,16 @@ async def test_doubling_a_value_is_refused_before_the_memory_is_taken(
 
 
 async def test_a_cohort_filter_is_one_budget_off_the_event_loop(
-    lake_uri: str, database: str
+    lake_uri: str, database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    callers: list[str | None] = []
+    original = pool.Lanes.run
+
+    async def recording(self: pool.Lanes, fn: Any, budget: Any, caller: str | None) -> Any:
+        callers.append(caller)
+        return await original(self, fn, budget, caller)
+
+    monkeypatch.setattr(pool.Lanes, "run", recording)
     async with serving(lake_uri, database, groq_timeout=2, groq_max_scanned=0) as base:
         await post(base, ADMIN, DEPLOY, {"d": [parent(), child()]})
         begun, _ = await post(base, OPERATOR, START,
@@ -179,6 +188,8 @@ async def test_a_cohort_filter_is_one_budget_off_the_event_loop(
             assert refused["code"] == "groq-limit-exceeded"
             assert refused["details"]["limit"] == "time"  # one deadline for every row
         assert set(probe.statuses) == {200} and probe.worst < HEALTHZ_BOUND
+        # each in its caller's lane of the evaluation threads, never the engine's
+        assert {c.split(":")[1] for c in callers if c is not None} == {"vera", "otto"}
         print(f"cohort filter on 5 rows: page refused in {took:.2f} s, fireCohort in "
               f"{fire_took:.2f} s; /healthz worst {probe.worst * 1000:.0f} ms over "
               f"{len(probe.latencies)} polls")

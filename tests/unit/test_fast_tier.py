@@ -23,10 +23,11 @@ from kinflow.storage.embedded import NO_LAKE_ENV, EmbeddedLake
 ROOT = Path(__file__).resolve().parents[2]
 #: Files that use the lake only through fixtures and carry no marker of their own.
 UNMARKED_LAKE_FILES = ["tests/lake/test_lake.py", "tests/engine/test_owing_hint.py",
-                       "tests/api/test_errors.py"]  # fmt: skip
+                       "tests/cli/test_cli.py"]  # fmt: skip
 
 
 def test_a_test_that_asks_for_the_lake_is_marked_lake() -> None:
+    assert not [f for f in UNMARKED_LAKE_FILES if "mark.lake" in (ROOT / f).read_text()]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
          "-m", "not lake", *UNMARKED_LAKE_FILES],

@@ -193,3 +193,38 @@ async def test_a_caller_that_leaves_while_waiting_for_its_turn_frees_its_place()
     finally:
         release.set()
         lanes.close()
+
+
+def test_the_caches_keep_only_small_texts_callers_send() -> None:
+    from kinflow.groq import values
+
+    short = "count([1, 2, 3])"
+    assert groq.parse(short) is groq.parse(short)
+    long_text = "[" + ", ".join(["1"] * 3000) + "]"  # over the cached length
+    assert groq.parse(long_text) is not groq.parse(long_text)
+    pattern = "a." + "b" * 2000 + ".*"
+    assert groq.evaluate("$t in path($p)", params={"t": "x", "p": pattern}) is False
+    assert pattern not in values._GLOB_CACHE
+
+
+async def test_a_callers_wait_for_its_turn_counts_against_its_deadline() -> None:
+    lanes = pool.Lanes(caller_threads=2, engine_threads=1, per_caller=1)
+    release = threading.Event()
+    now = [0.0]
+    budget = groq.Budget(timeout=5.0, clock=lambda: now[0])
+    try:
+        first = asyncio.ensure_future(lanes.run(lambda: release.wait(30), None, "viewer:a"))
+        queued = asyncio.ensure_future(lanes.run(
+            lambda: groq.evaluate("count([1, 2, 3][@ > 0])", budget=budget), budget,
+            "viewer:a"))
+        await asyncio.sleep(0.1)
+        assert budget.started == 0.0  # its clock started when it asked, not when it ran
+        now[0] = 6.0  # past the deadline while it waited
+        release.set()
+        with pytest.raises(groq.GroqLimitExceeded) as caught:
+            await asyncio.wait_for(queued, 10)
+        assert caught.value.details["limit"] == "time"
+        await first
+    finally:
+        release.set()
+        lanes.close()

@@ -1,6 +1,6 @@
 """``redriveCohort``: a new attempt for each failed, aborted or cancelled row (pure).
 
-COHORT-CONTROL.md, "Redrive". A redriven row keeps its identity (``rowKey``,
+docs/subworkflows.md#redrive-and-bulk-operations. A redriven row keeps its identity (``rowKey``,
 its place in the registry) and gets a new child: id ``<first child id>-a<n>``
 (``spawn.attempt_id``, deterministic, attempt 1 keeps the spawn's id), built
 from the row's original handoff (``seed`` of a queued or large spawn's row,

@@ -1,4 +1,4 @@
-"""Spawning a cohort: one child workflow per ``forEach`` row (engine-model §5.2-5.4).
+"""Spawning a cohort: one child workflow per ``forEach`` row (docs/subworkflows.md#spawning).
 
 This module owns what a spawn means, as data; it plans children but never
 runs one (that is ``commit.settle_child``), so it imports neither the
@@ -87,7 +87,7 @@ class ChildSeed:
 
 
 def row_key(value: Any) -> str:
-    """The identity of one ``forEach`` row (§5.3)."""
+    """The identity of one ``forEach`` row."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
@@ -146,7 +146,7 @@ def keyed_rows(rows: list[Any]) -> list[tuple[str, Any]]:
 
 def plan_spawn(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
                activity: str, action: Action) -> list[ChildSeed]:
-    """The children ``action.spawn`` asks for (§5.2); live rows rediscovered are adopted."""
+    """The children ``action.spawn`` asks for; live rows rediscovered are adopted."""
     block = action.spawn
     assert block is not None
     depth = len(instance.ancestors) + 1

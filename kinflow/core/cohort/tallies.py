@@ -34,7 +34,8 @@ from kinflow.core.state import SubworkflowEntry
 CHUNK = 32  # = chunks.CHUNK (chunks imports this module)
 SCHEME = 2
 """``tallies`` of an entry whose pairs tell the budget's stopped rows apart; an entry
-without it counted them under ``aborted:aborted`` and is computed again."""
+without it counted them under ``aborted:aborted`` (or ``cancelled:cancelled``) and is
+computed again."""
 BUDGET_MARK = "budget"
 
 Summary = list[dict[str, Any]]

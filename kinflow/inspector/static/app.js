@@ -14,7 +14,7 @@ import { canApply, eligibleKeys, pickable, verbForm, verbToolbar, VERBS } from "
 
 // ---- operations ---------------------------------------------------------
 
-const INSTANCE = "id definition version status currentStage lastChangedAt";
+const INSTANCE = "id definition version status currentStage lastChangedAt startedAt";
 const ROW = `rowKey activity action definition current status stage condemned childId spawnedAt
   outcome outputs outputsError attempt previousChildIds abortReason cancelling`;
 const COUNTS = `activity total active done aborted queued cancelled failed settled maxActive closed
@@ -311,6 +311,7 @@ async function runSearch(more = false) {
       s.index.set(node.id, node);
       s.nodes.push(node);
     }
+    s.nodes.sort(newerFirst); // an instance a live event added before this page stays in its place
     s.cursor = page.pageInfo.endCursor;
     s.hasNext = page.pageInfo.hasNextPage;
     s.total = page.totalCount;
@@ -320,6 +321,13 @@ async function runSearch(more = false) {
     s.loading = false;
     renderSearch();
   }
+}
+
+/** The list's order, as instances(newestFirst: true) gives it: started later first, then by id. */
+function newerFirst(a, b) {
+  const [x, y] = [a.startedAt || "", b.startedAt || ""];
+  if (x !== y) return x < y ? 1 : -1;
+  return a.id < b.id ? 1 : a.id > b.id ? -1 : 0;
 }
 
 function watchList() {
@@ -335,7 +343,8 @@ function watchList() {
         Object.assign(known, instance);
       } else if (kind !== "snapshot") {
         s.index.set(instance.id, instance);
-        s.nodes.unshift(instance);
+        const at = s.nodes.findIndex((node) => newerFirst(instance, node) < 0);
+        s.nodes.splice(at < 0 ? s.nodes.length : at, 0, instance);
         s.total += 1;
       } else {
         return;

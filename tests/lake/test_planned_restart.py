@@ -1,0 +1,128 @@
+"""A restart of the embedded daemon that kinflow plans is invisible to callers.
+
+The memory guard restarts the daemon it owns through the keeper's
+``restart_planned``: the lake's restart gate holds new operations back,
+drains those in flight, and reopens once the new daemon answers. Verbs and
+reads running across two such restarts must all succeed, and every keyed
+verb must be applied exactly once (the lake's documents say so).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kinflow.engine import Engine
+from kinflow.settings import Settings
+from kinflow.storage.connect import open_lake
+from kinflow.storage.embedded import pid_alive
+from tests.engine.definitions import counter
+
+pytestmark = [
+    pytest.mark.lake,
+    pytest.mark.skipif(bool(os.environ.get("KINFLOW_TEST_MONGODB_URI")),
+                       reason="embedded lake only"),
+]
+INSTANCES = 4
+WRITERS = 4
+HANG_GUARD = 120.0  # seconds: a hang, not a timing
+
+
+async def _more_fires(fired: dict[str, list[str]], more: int) -> None:
+    """Return once ``more`` further fires have been acknowledged."""
+    target = sum(map(len, fired.values())) + more
+    while sum(map(len, fired.values())) < target:
+        assert fired, "nothing fires"
+        await asyncio.sleep(0.05)
+
+
+def _count(instance: Any) -> int:
+    return next(field.value for field in instance.fields if field.name == "n")
+
+
+async def test_verbs_and_reads_across_planned_restarts_see_no_error(data_dir: Path) -> None:
+    settings = Settings(_env_file=None, mongodb_uri=None, data_dir=data_dir,
+                        database="planned", embedded_sync_on_commit=False,
+                        embedded_memory_mb=0)  # no guard of its own: the test plans the restarts
+    connection = await open_lake(settings)
+    keeper, embedded, lake = connection.keeper, connection.embedded, connection.lake
+    assert keeper is not None and embedded is not None and lake.gate is not None
+    try:
+        engine = Engine(lake)
+        await engine.ensure_ready()
+        await engine.deploy([counter("count")])
+        ids = [(await engine.start_instance("count")).instance.id_ for _ in range(INSTANCES)]
+
+        errors: list[BaseException] = []
+        fired: dict[str, list[str]] = {iid: [] for iid in ids}
+        reads = 0
+        running = True
+
+        async def fire(iid: str) -> None:
+            n = 0
+            while running:
+                n += 1
+                key = f"{iid}-{n}"
+                try:
+                    await engine.fire_action(iid, "w", "bump", idempotency_key=key)
+                    fired[iid].append(key)
+                except Exception as exc:
+                    errors.append(exc)
+
+        async def read() -> None:
+            nonlocal reads
+            while running:
+                try:
+                    await lake.get(ids[reads % INSTANCES])
+                    await lake.find({"_id": {"$in": ids}})
+                    await lake.count({"_id": {"$in": ids}})
+                    reads += 1
+                except Exception as exc:
+                    errors.append(exc)
+
+        bumped: dict[str, int] = {}
+
+        async def bump(counter_id: str) -> None:  # a write outside any transaction
+            await lake.create({"_id": counter_id, "_type": "note", "n": 0})
+            bumped[counter_id] = 0
+            while running:
+                try:
+                    await lake.update(counter_id, {"$inc": {"n": 1}})
+                    bumped[counter_id] += 1
+                except Exception as exc:
+                    errors.append(exc)
+
+        tasks = [asyncio.create_task(fire(iid)) for iid in ids]
+        tasks += [asyncio.create_task(read()) for _ in range(2)]
+        tasks += [asyncio.create_task(bump(f"counter-{n}")) for n in range(WRITERS)]
+        async with asyncio.timeout(HANG_GUARD):
+            pids = [embedded.pid]
+            for _ in range(2):
+                await _more_fires(fired, 20)  # verbs are flowing
+                assert await keeper.restart_planned()
+                pids.append(embedded.pid)
+            await _more_fires(fired, 20)  # and flow on after the second restart
+            running = False
+            await asyncio.gather(*tasks)
+
+        assert errors == [], errors[:3]
+        assert keeper.status.planned == 2 and len(set(pids)) == 3
+        assert not any(pid_alive(pid) for pid in pids[:2] if pid is not None)
+        assert lake.gate.restarts == 2 and lake.gate.waited > 0  # calls were held, not refused
+        assert reads > 0
+        for counter_id, done in bumped.items():  # each acknowledged write applied once
+            assert (await lake.get(counter_id) or {}).get("n") == done > 0
+
+        for iid in ids:  # each keyed fire applied once: the counter is the number of keys
+            stored = await engine.get_instance(iid)
+            assert _count(stored) == len(fired[iid]) == len(set(fired[iid]))
+        for iid in ids:  # and a replay of every key applies nothing more
+            for key in fired[iid]:
+                await engine.fire_action(iid, "w", "bump", idempotency_key=key)
+            assert _count(await engine.get_instance(iid)) == len(fired[iid])
+    finally:
+        await connection.close()
