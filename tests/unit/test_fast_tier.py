@@ -26,6 +26,7 @@ UNMARKED_LAKE_FILES = ["tests/lake/test_lake.py", "tests/engine/test_owing_hint.
                        "tests/cli/test_cli.py"]  # fmt: skip
 
 
+@pytest.mark.lake  # it collects lake test files in a second interpreter (6 s): the full suite's
 def test_a_test_that_asks_for_the_lake_is_marked_lake() -> None:
     assert not [f for f in UNMARKED_LAKE_FILES if "mark.lake" in (ROOT / f).read_text()]
     done = subprocess.run(
