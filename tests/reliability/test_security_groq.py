@@ -54,9 +54,10 @@ def database(lake_uri: str) -> Iterator[str]:
 
 @contextlib.asynccontextmanager
 async def listening(lake_uri: str, database: str, **overrides: Any) -> AsyncIterator[str]:
-    """The app behind a real uvicorn server on 127.0.0.1; stopped on exit."""
+    """The app behind a real uvicorn server on 127.0.0.1; stopped on exit (``overrides`` may
+    replace the tokens too)."""
     settings = Settings(mongodb_uri=lake_uri, database=database, operation_timeout=20.0,
-                        worker=False, api_tokens=TOKENS, **overrides)
+                        worker=False, **{"api_tokens": TOKENS, **overrides})
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
                                           log_level="warning", timeout_graceful_shutdown=10))

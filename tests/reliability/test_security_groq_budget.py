@@ -13,26 +13,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from pymongo import MongoClient
 
 from kinflow.groq import pool
-from kinflow.http.app import create_app
-from kinflow.settings import Settings
 from tests.engine.cohort_defs import child, items, parent
 from tests.reliability.test_security_groq import (
     HEALTHZ_BOUND,
     HealthProbe,
     error,
+    listening,
     post,
     seed_rows,
 )
-from tests.support import free_port
 
 pytestmark = pytest.mark.lake
 VIEWER = "viewer-token-groq-budget"
@@ -55,25 +52,10 @@ FIRE_COHORT = """mutation($p: ID!, $w: CohortFilter) { fireCohort(parentId: $p,
   activity: "translate", childActivity: "task", action: "finish", where: $w) { matched } }"""
 
 
-@contextlib.asynccontextmanager
-async def serving(lake_uri: str, database: str, **overrides: Any) -> AsyncIterator[str]:
-    """The app behind a real uvicorn server on 127.0.0.1 (viewer, operator, admin tokens)."""
-    settings = Settings(mongodb_uri=lake_uri, database=database, operation_timeout=20.0,
-                        worker=False, api_tokens=TOKENS, **overrides)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
-                                          log_level="warning", timeout_graceful_shutdown=10))
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-            raise RuntimeError("the server did not start")
-        await asyncio.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 60)
+def serving(lake_uri: str, database: str, **overrides: Any
+            ) -> contextlib.AbstractAsyncContextManager[str]:  # fmt: skip
+    """The app behind a real uvicorn server with a viewer's, an operator's and an admin's token."""
+    return listening(lake_uri, database, api_tokens=TOKENS, **overrides)
 
 
 def rss_bytes() -> int:
