@@ -17,6 +17,7 @@ from typing import Any
 
 from kinflow.define import expressions, sites
 from kinflow.define.budget import budget_problems
+from kinflow.define.cohort_keys import cohort_expressions, cohort_key_problems
 from kinflow.define.models import (
     Action,
     Activity,
@@ -251,8 +252,10 @@ class InvariantChecker:
             version = spawn.definition.version
             if isinstance(version, int) and version < 1:
                 self.add(f"{spath}.definition.version", "a pinned version must be >= 1")
-            for where, problem in budget_problems(spawn):
+            for where, problem in budget_problems(spawn) + cohort_key_problems(spawn):
                 self.add(f"{spath}.{where}", problem)
+            for where, text, site in cohort_expressions(spawn):
+                self._expression(text, f"{spath}.{where}", site, stage, activity)
 
     def _check_op(
         self,

@@ -163,6 +163,23 @@ class FailureBudget(Stored):
     percent: Annotated[float, Field(gt=0, le=100)] | None = None
 
 
+class StartRate(Stored):
+    """``spawn.startRate``: at most ``count`` starts in any ``perSeconds`` window."""
+
+    count: Annotated[int, Field(strict=True, ge=1, le=GRAPHQL_INT_MAX)]
+    perSeconds: Annotated[float, Field(gt=0, le=86_400 * 365)]
+
+
+class RetryPolicy(Stored):
+    """``spawn.retry``: automatic re-queueing of a row whose attempt failed or timed out."""
+
+    attempts: Annotated[int, Field(strict=True, ge=1, le=1000)]
+    backoffSeconds: Annotated[float, Field(ge=0, le=86_400 * 365)] = 0
+    factor: Annotated[float, Field(ge=1, le=100)] = 1
+    maxBackoffSeconds: Annotated[float, Field(ge=0, le=86_400 * 365)] | None = None
+    on: list[Literal["failed", "timed-out"]] | None = None
+
+
 class SpawnBlock(Stored):
     forEach: str
     definition: DefinitionRef
@@ -175,7 +192,20 @@ class SpawnBlock(Stored):
     maxActive: Annotated[int, Field(strict=True, ge=1, le=GRAPHQL_INT_MAX)] | None = None
     # the failure budget and what exceeding it does (core/cohort/budget.py)
     failureBudget: FailureBudget | None = None
-    onBudgetExceeded: Literal["abort-rest", "cancel-rest", "continue"] | None = None
+    onBudgetExceeded: Literal["abort-rest", "cancel-rest", "continue", "pause"] | None = None
+    # admission (docs/subworkflows.md#admission): order, keyed windows and a start rate
+    priority: str | None = None
+    concurrencyKey: str | None = None
+    maxActivePerKey: Annotated[int, Field(strict=True, ge=1, le=GRAPHQL_INT_MAX)] | None = None
+    startRate: StartRate | None = None
+    # settlement (docs/subworkflows.md#settlement): deadlines, retries, quorum
+    childTimeoutSeconds: Annotated[float, Field(gt=0, le=86_400 * 365)] | None = None
+    onTimeout: Literal["abort", "cancel"] | None = None
+    retry: RetryPolicy | None = None
+    completeWhen: str | None = None
+    onComplete: Literal["abort", "cancel", "continue"] | None = None
+    # incrementally kept figures over the finished rows (define/cohort_keys.py)
+    aggregate: dict[str, str] | None = None
 
 
 # ---- the tree ----

@@ -18,6 +18,8 @@ DEF_DESCRIPTIONS: dict[str, str] = {
     "SpawnBlock": "Start one child instance per row of `forEach`: a cohort.",
     "DefinitionRef": "The child definition a spawn starts.",
     "FailureBudget": "How many children of the cohort may fail: exactly one of count or percent.",
+    "StartRate": "At most count children of the cohort start in any perSeconds window.",
+    "RetryPolicy": "Automatic retries of a row whose attempt failed or timed out, with backoff.",
     "Retention": "How long a finished family of this root definition is kept.",
     "FieldEntry": "A declared field: a named, typed value of the instance.",
     "FieldShape": "A sub-field: an object's key, an array row's column or an effect output.",
@@ -133,8 +135,35 @@ KEY_DESCRIPTIONS: dict[tuple[str, str], str] = {
                                  "queued. Default: no limit.",
     ("SpawnBlock", "failureBudget"): "How many children may fail: {count} or {percent}.",
     ("SpawnBlock", "onBudgetExceeded"): "Once more fail than the budget allows: "
-                                        "\"abort-rest\" (default), \"cancel-rest\" or "
-                                        "\"continue\".",
+                                        "\"abort-rest\" (default), \"cancel-rest\", "
+                                        "\"continue\" or \"pause\".",
+    ("SpawnBlock", "priority"): "GROQ over $row, a number: queued rows start highest "
+                                "first, ties in registration order. Default 0.",
+    ("SpawnBlock", "concurrencyKey"): "GROQ over $row, a string: the row's key for "
+                                      "maxActivePerKey. Comes with maxActivePerKey.",
+    ("SpawnBlock", "maxActivePerKey"): "At most this many children with the same "
+                                       "concurrencyKey live at once, inside maxActive.",
+    ("SpawnBlock", "startRate"): "At most {count} children start in any {perSeconds} "
+                                 "window.",
+    ("SpawnBlock", "childTimeoutSeconds"): "A child still live this long after its "
+                                           "attempt started is timed out.",
+    ("SpawnBlock", "onTimeout"): "What a timeout does to the child: \"abort\" (default) or "
+                                 "\"cancel\".",
+    ("SpawnBlock", "retry"): "Re-queue a row whose attempt failed or timed out: {attempts, "
+                             "backoffSeconds, factor, maxBackoffSeconds, on}.",
+    ("SpawnBlock", "completeWhen"): "GROQ over $cohort: once true the cohort is complete and "
+                                    "rows not started are skipped.",
+    ("SpawnBlock", "onComplete"): "What completion does to live children: \"abort\" "
+                                  "(default), \"cancel\" or \"continue\".",
+    ("SpawnBlock", "aggregate"): "Name -> sum/min/max/avg(row path) or count(condition), "
+                                 "kept as rows finish; read as $cohort.aggregates.",
+    ("StartRate", "count"): "Starts allowed per window.",
+    ("StartRate", "perSeconds"): "The window's length in seconds.",
+    ("RetryPolicy", "attempts"): "Attempts in all, the first included.",
+    ("RetryPolicy", "backoffSeconds"): "Wait before the first retry (default 0).",
+    ("RetryPolicy", "factor"): "Each retry waits this many times the previous (default 1).",
+    ("RetryPolicy", "maxBackoffSeconds"): "The longest wait. Default: no bound.",
+    ("RetryPolicy", "on"): "Outcomes retried: \"failed\", \"timed-out\" (default both).",
     ("DefinitionRef", "name"): "The child definition's name.",
     ("DefinitionRef", "version"): "A version number pins it; absent or \"latest\": the newest "
                                   "when the spawn runs.",

@@ -32,6 +32,8 @@ ALWAYS: frozenset[str] = frozenset(
         "allActivitiesDone",
         "anyActivityFailed",
         "subworkflows",
+        "cohort",
+        "cohorts",
     }
 )
 CALLER: frozenset[str] = frozenset({"actor", "assigned", "params"})
@@ -69,6 +71,8 @@ WHERE_CALLER = Site("op.where", "activity", frozenset({"row", "params"}))
 WHERE_CASCADE = Site("op.where (cascade-fired)", "activity", frozenset({"row"}))
 SPAWN_FOR_EACH = Site("spawn.forEach", "workflow", frozenset(), lake=True)
 SPAWN_WITH = Site("spawn.with", "activity", frozenset({"row", "actor", "assigned"}))
+SPAWN_ROW = Site("spawn.priority / spawn.concurrencyKey", "activity", frozenset({"row"}))
+COMPLETE_WHEN = Site("spawn.completeWhen", "activity", frozenset())
 SPAWN_CONTEXT = Site("spawn.context", "activity", frozenset({"actor", "assigned"}))
 PREDICATE = Site("predicates", "workflow", frozenset(), predicates=False)
 INITIAL_QUERY = Site("initialValue.query", "workflow", frozenset(), lake=True)
