@@ -26,6 +26,14 @@ write the lake makes), errors, and whether
 every child's registry row (in chunks beside the parent) is stamped ``resolved``;
 then the parent document's size and the ratios time(N) / time(1,000).
 
+The calibration (``_calibration.py``): before each cohort, on the same
+daemon, ``--calibrate S`` seconds (default 5; 0 skips it) of the child fire's
+raw commit (find + update + commit on a ~2 KB document, ``--callers``
+concurrent callers, on a collection indexed like the dataset, no kinflow in
+the way). Printed: efficiency = (N / (spawn + complete)) / raw commits per
+second, the API's and the lake's CPU per fire from the spawn to completion,
+and the lake's CPU per raw commit.
+
 Each size gets a fresh server, stopped at the end (SIGTERM to its process
 group). Note the machine's load (``uptime``) beside any figure you keep.
 
@@ -45,7 +53,8 @@ the fire phase only and prints where the server's busy samples went
 (``_spy_summary``); ``--opcounters`` prints the lake's operations per fire
 by kind (query, update, command, ...) over the same phase.
 
-    python bench/cohort_api.py [--sizes 100,1000] [--callers 8] [--py-spy DIR] [--opcounters]
+    python bench/cohort_api.py [--sizes 100,1000] [--callers 8] [--calibrate 5]
+                               [--py-spy DIR] [--opcounters]
                                [--max-active N | --compare-window N]
 """
 
@@ -69,6 +78,7 @@ from typing import Any
 
 import bson
 import httpx
+from _calibration import Calibration, raw_commit_rate
 from _cohort_definitions import CHILD, PARENT, windowed_parent
 from _process import cpu_seconds, free_port, lake_pid, stop_group
 from _spy_summary import start_recording, stop_recording, summarise
@@ -154,6 +164,8 @@ class Result:
     parent_bytes: int = 0
     fire_ops: Counter[str] = field(default_factory=Counter)
     fire_cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds during the fires
+    cohort_cpu: dict[str, float] = field(default_factory=dict)  # spawn to completion
+    calibration: Calibration | None = None
     max_active: int | None = None  # the spawn's window (None: no window)
     peak_active: int = 0  # the most live children any lake sample saw
     samples: int = 0
@@ -162,6 +174,13 @@ class Result:
     @property
     def total(self) -> float:
         return self.spawn + self.complete
+
+    @property
+    def efficiency(self) -> float | None:
+        """Children per second through the API over the lake's raw commits per second."""
+        if self.calibration is None or not self.total or not self.calibration.rate:
+            return None
+        return self.size / self.total / self.calibration.rate
 
     def quantile(self, q: float) -> float:
         if len(self.latencies) < 2:
@@ -294,7 +313,8 @@ async def count_parent_writes(lake: AsyncMongoClient[dict[str, Any]], parent_id:
 
 
 async def one_size(size: int, callers: int, extra: dict[str, str],
-                   profiling: Profiling | None = None, max_active: int | None = None) -> Result:
+                   profiling: Profiling | None = None, max_active: int | None = None,
+                   calibrate: float = 5.0) -> Result:
     result = Result(size, max_active=max_active)
     with tempfile.TemporaryDirectory(prefix="kinflow-cohort-api-") as tmp:
         data_dir, port = Path(tmp), free_port()
@@ -309,6 +329,10 @@ async def one_size(size: int, callers: int, extra: dict[str, str],
                 profiling.server_pid = process.pid
                 profiling.lake_pid = lake_pid(data_dir)
                 try:
+                    if calibrate > 0:
+                        result.calibration = await raw_commit_rate(
+                            lake, profiling.lake_pid, "kinflow.production", callers=callers,
+                            seconds=calibrate)
                     await run_cohort(http, lake, result, callers, profiling)
                 finally:
                     await lake.close()
@@ -332,6 +356,7 @@ async def run_cohort(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, A
     await asyncio.gather(*(put_items() for _ in range(callers)))
 
     ops_before = await lake_requests(lake)
+    cpu_at_spawn = cpu_snapshot(profiling)
     started = time.perf_counter()
     parent_id = (await call(http, START))["startInstance"]["instance"]["id"]
     result.spawn = time.perf_counter() - started
@@ -396,6 +421,7 @@ async def run_cohort(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, A
             break
         await asyncio.sleep(0.05)
     result.complete = time.perf_counter() - started
+    result.cohort_cpu = {k: v - cpu_at_spawn[k] for k, v in cpu_snapshot(profiling).items()}
     if window is not None:
         await sampler.stop()
         result.peak_active, result.samples = sampler.peak, sampler.samples
@@ -440,6 +466,17 @@ def print_table(results: list[Result], callers: int, extra: dict[str, str]) -> N
     for row in rows:
         print("  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)))
     for r in results:
+        c = r.calibration
+        if c is not None:
+            print(f"raw child commits (N = {r.size:,}): {c.rate:.0f}/s over {c.seconds:.1f} s "
+                  f"({c.commits} commits, {c.indexes} indexes), lake CPU {c.lake_ms:.2f} ms "
+                  f"per raw commit; efficiency {r.size / r.total:.0f}/s / {c.rate:.0f}/s = "
+                  f"{r.efficiency or 0:.2f}")
+        if r.cohort_cpu:
+            api, lake = (r.cohort_cpu[k] * 1000 / r.size for k in ("api", "lake"))
+            ratio = f"; API / lake per raw commit = {api / c.lake_ms:.2f}" if c else ""
+            print(f"CPU ms per child, spawn to completion (N = {r.size:,}): API {api:.2f}, "
+                  f"lake {lake:.2f}{ratio}")
         if r.fire_cpu:
             cpu = ", ".join(f"{k} {v * 1000 / r.size:.1f}" for k, v in r.fire_cpu.items())
             print(f"CPU ms per fire during the fires (N = {r.size:,}): {cpu} "
@@ -480,6 +517,8 @@ async def main() -> None:
     parser.add_argument("--slow-ms", type=int, default=None, metavar="MS",
                         help="turn the lake's profiler on during the fires and print the "
                              "statements slower than MS, by shape")
+    parser.add_argument("--calibrate", type=float, default=5.0, metavar="S",
+                        help="seconds of raw child commits before each cohort (0: none)")
     parser.add_argument("--opcounters", action="store_true",
                         help="print the lake's operations per fire by kind")
     window = parser.add_mutually_exclusive_group()
@@ -503,7 +542,8 @@ async def main() -> None:
             print(f"cohort of {size:,}{label} ...", flush=True)
             profiling = Profiling(spy_dir=args.py_spy, opcounters=args.opcounters,
                                   slow_ms=args.slow_ms)
-            results.append(await one_size(size, args.callers, extra, profiling, max_active))
+            results.append(await one_size(size, args.callers, extra, profiling, max_active,
+                                          args.calibrate))
             r = results[-1]
             peak = "" if max_active is None else f", peak active {r.peak_active}"
             print(f"  spawn {r.spawn:.2f} s, complete {r.complete:.2f} s after the first fire, "
