@@ -186,6 +186,14 @@ class SubworkflowEntry(Part):
     # (kept once told: it says why); ``detached`` rows were let go by ``onCancel: detach``
     cancelPending: AbortPending | None = None
     detached: bool | None = None
+    # admission (core/cohort/window.py): the row's place among queued rows and its window key
+    priority: float | None = None  # None reads as 0
+    concurrencyKey: str | None = None  # set when the spawn has ``concurrencyKey``
+    # settlement: when the current attempt's child was created, when it times out, and when a
+    # re-queued row may start again (None once it started or was skipped)
+    startedAt: str | None = None
+    deadlineAt: str | None = None
+    retryAt: str | None = None
 
     @property
     def child_id(self) -> str:
@@ -226,6 +234,17 @@ class CohortWindow(Part):
     # a cancel or abort of the whole cohort closed it (core/cohort/bulk.py): no top-up
     closedAt: str | None = None
     closedBy: str | None = None  # abortCohort | cancelCohort
+    # admission (docs/subworkflows.md#admission): operator overrides of the spawn's values
+    maxActivePerKey: int | None = None
+    startRate: dict[str, Any] | None = None  # {"count": N, "perSeconds": S}
+    # recent starts as [at, how many] pairs, kept while inside the rate's window
+    recentStarts: list[list[Any]] | None = None
+    pausedAt: str | None = None  # paused: no queued row starts, no retry is admitted
+    pausedReason: str | None = None
+    # registration in batches: where the next batch's read resumes; None once every row is in
+    registration: dict[str, Any] | None = None
+    # settlement: the quorum held (``completeWhen``); rows not started were skipped
+    completedAt: str | None = None
 
 
 class ContextEntry(Part):
