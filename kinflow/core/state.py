@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
 from kinflow.core import readmodel
 from kinflow.core.cohort.row_history import inline_history
@@ -28,6 +28,14 @@ from kinflow.core.definitions import parse_snapshot
 from kinflow.core.errors import ModelVersionAhead, PersistedDocShape
 from kinflow.core.owing import FIELD as OWING
 from kinflow.core.owing import owing_of
+from kinflow.core.parts import (  # noqa: F401  (re-exported: the stored shapes live here)
+    ActorModel,
+    EffectClaim,
+    EffectOrigin,
+    EffectRun,
+    Part,
+    PendingEffect,
+)
 from kinflow.define.models import WorkflowDefinition
 
 INSTANCE_TYPE = "kinflow.instance"
@@ -36,22 +44,6 @@ MIN_READER_MODEL = 1
 
 ActivityStatus = Literal["active", "done", "skipped", "failed"]
 TERMINAL_ACTIVITY = frozenset({"done", "skipped", "failed"})
-
-
-class Part(BaseModel):
-    """Base of every stored part: tolerant of unknown keys, dumps camelCase by alias."""
-
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-    def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-class ActorModel(Part):
-    kind: Literal["person", "agent", "system"]
-    id: str
-    roles: list[str] = Field(default_factory=list)
-    onBehalfOf: dict[str, Any] | None = None
 
 
 class Ref(Part):
@@ -252,47 +244,6 @@ class ContextEntry(Part):
     type_: str = Field(alias="_type")
     name: str
     value: Any = None
-
-
-class EffectClaim(Part):
-    type_: str = Field(default="pendingEffect.claim", alias="_type")
-    claimedAt: str
-    claimedBy: ActorModel
-    leaseExpiresAt: str | None = None
-    claimToken: str
-
-
-class EffectOrigin(Part):
-    kind: str
-    name: str
-    activity: str | None = None
-
-
-class PendingEffect(Part):
-    key_: str = Field(alias="_key")
-    type_: str = Field(default="pendingEffect", alias="_type")
-    name: str
-    params: dict[str, Any] = Field(default_factory=dict)
-    origin: EffectOrigin
-    actor: ActorModel | None = None
-    queuedAt: str
-    stageEntryKey: str | None = None
-    claim: EffectClaim | None = None
-
-
-class EffectRun(Part):
-    key_: str = Field(alias="_key")
-    name: str
-    params: dict[str, Any] = Field(default_factory=dict)
-    origin: EffectOrigin
-    actor: ActorModel | None = None
-    stageEntryKey: str | None = None
-    ranAt: str
-    durationMs: int | None = None
-    status: Literal["done", "failed", "cancelled"]
-    detail: str | None = None
-    error: dict[str, Any] | None = None
-    outputs: dict[str, Any] | None = None
 
 
 class ProcessedRequest(Part):
