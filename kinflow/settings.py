@@ -34,6 +34,13 @@ class Settings(BaseSettings):
     )
     host: str = Field(default="127.0.0.1", description="Address the API binds to.")
     port: int = Field(default=8080, description="Port the API listens on.")
+    metrics: bool = Field(default=True, description="Count and time the work for /metrics.")
+    metrics_port: int | None = Field(
+        default=None, description="Serve /metrics on this port (no token) instead of the API's."
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="text (readable) or json (one JSON object per line)."
+    )
 
     content_indexes: str = Field(
         default="",

@@ -64,6 +64,7 @@ from kinflow.engine.parking import PARKED_INDEXES, Parked, Parking, permanent
 from kinflow.engine.reactions import follow_content_changes
 from kinflow.engine.retention import Purger
 from kinflow.errors import KinflowError
+from kinflow.observability import work
 from kinflow.timestamps import iso, parse_iso
 
 if TYPE_CHECKING:
@@ -180,7 +181,7 @@ class Worker:
         try:
             while not stop.is_set():
                 try:
-                    await self.run_pass()
+                    await work.heartbeat_pass(self.run_pass)  # metrics (docs/observability.md)
                 except Exception:  # a failing pass must not stop the heartbeat
                     log.exception("heartbeat pass failed")
                 with contextlib.suppress(TimeoutError):

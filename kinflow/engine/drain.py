@@ -24,6 +24,7 @@ from kinflow.core.errors import EffectNotFound, EffectOutputsInvalid, MissingEff
 from kinflow.core.inputs import bounded_outcome
 from kinflow.core.state import Instance
 from kinflow.errors import KinflowError
+from kinflow.observability import work
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +78,7 @@ async def drain_effects(engine: EffectVerbs, instance_id: str, *, actor: Actor,
         if pending is None:
             return report
         attempted.add(pending.key_)
-        handler = engine.handlers.get(pending.name)
+        handler = work.handler(pending.name, engine.handlers.get(pending.name))  # watched
         if handler is None:
             if missing_handler == "fail":
                 raise MissingEffectHandler(f"no handler for effect {pending.name!r}",

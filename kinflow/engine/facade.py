@@ -42,6 +42,7 @@ from kinflow.engine.retention import Purger
 from kinflow.engine.rowstore import RowStore
 from kinflow.engine.transact import Clock, Planner, Transactor
 from kinflow.errors import DocumentExists
+from kinflow.observability import engine as observing
 from kinflow.storage.lake import Lake
 
 if TYPE_CHECKING:
@@ -142,11 +143,14 @@ class Engine:
                 create=lambda ctx: verbs.plan_start(verb, ctx), verb="startInstance",
                 actor=actor, always_write=True)
 
-        try:
-            mutation = await start()
-        except DocumentExists:  # a concurrent start with the same id won: resume it
-            mutation = await start()
-        return await self.driver.cascade(mutation, actor)
+        async def started() -> OperationResult:
+            try:
+                mutation = await start()
+            except DocumentExists:  # a concurrent start with the same id won: resume it
+                mutation = await start()
+            return await self.driver.cascade(mutation, actor)
+
+        return await observing.verb("startInstance", new_id, started())
 
     async def fire_action(self, instance_id: str, activity: str, action: str, *,
                           params: dict[str, Any] | None = None,
@@ -275,7 +279,8 @@ class Engine:
     async def _verb(self, instance_id: str, name: str, actor: Actor | None, planner: Planner,
                     *, cascade: bool = True) -> OperationResult:
         await self.ensure_ready()
-        return await self.driver.verb(instance_id, name, actor, planner, cascade=cascade)
+        return await observing.verb(name, instance_id, self.driver.verb(
+            instance_id, name, actor, planner, cascade=cascade))
 
     # ------------------------------------------------------------ effects
 

@@ -51,6 +51,7 @@ from kinflow.engine.faults import Faults
 from kinflow.engine.rowstore import RowStore
 from kinflow.errors import DocumentExists
 from kinflow.gdr import to_gdr
+from kinflow.observability import engine as observing
 from kinflow.storage.lake import Lake
 from kinflow.timestamps import iso
 
@@ -196,7 +197,9 @@ class Transactor:
                 await self.write(mutation, state.rev_, session, now)
             return mutation
 
-        mutation = await self.lake.transaction(callback, verb=verb, attempts=attempts)
+        with observing.commit(verb) as seen:
+            mutation = await self.lake.transaction(callback, verb=verb, attempts=attempts,
+                                                   on_retry=seen.retry)
         await self.after_commit(mutation)
         return mutation
 
@@ -219,6 +222,7 @@ class Transactor:
         document = await self.lake.get(instance_id, dataset=self.dataset, session=session)
         if document is None or document.get("_type") != INSTANCE_TYPE:
             raise InstanceNotFound(f"no instance {instance_id!r}", instanceId=instance_id)
+        observing.loaded(document)
         if _heavy_document(document):
             state = await asyncio.to_thread(parse_instance, document)
         else:
@@ -356,7 +360,7 @@ class Transactor:
         if mutation.rows:
             await self.rows.write(mutation.rows, session, now)
         if mutation.creates:
-            batch = mutation.creates[:self.limits.spawn_txn]
+            batch = observing.stamp_children(mutation.creates[:self.limits.spawn_txn])
             try:
                 await self.lake.create_many(batch, dataset=self.dataset, session=session,
                                             now=now)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -44,6 +45,8 @@ from kinflow.http.tokens import TokenTable, Unauthenticated, authenticate, beare
 from kinflow.http.transport import TransportView
 from kinflow.http.ws_quiet import QuietTransportWSHandler
 from kinflow.inspector import inspector_routes
+from kinflow.observability import configure as observe
+from kinflow.observability import endpoint as metrics_endpoint
 from kinflow.plugins import build_engine
 from kinflow.schema import build_schema
 from kinflow.schema.context import Context, Services
@@ -200,6 +203,7 @@ class GraphQLApp(TransportView):
 def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings()
     tokens: TokenTable = load_tokens(settings)  # a bad token config fails at start-up
+    observe(settings, os.environ)  # metrics, and tracing from OTEL_* (docs/observability.md)
     graphql = GraphQLApp(None, settings)
 
     @contextlib.asynccontextmanager
@@ -232,7 +236,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
                                 retention_days=settings.retention_days,
                                 concurrency=settings.worker_concurrency)
                 worker_task = asyncio.create_task(worker.run(stop_worker), name="worker")
-            yield
+            async with metrics_endpoint.serving(settings, connection, hubs, engine, app.state):
+                yield
         finally:
             stop_worker.set()
             # every subscription ends and every stream closes at once, each bounded
@@ -242,6 +247,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     return Starlette(
         routes=[
             Route("/healthz", healthz),
+            Route("/metrics", metrics_endpoint.route(settings, tokens, graphql.throttle)),
             Route("/graphql", graphql),  # other methods: a typed method-not-allowed
             WebSocketRoute("/graphql", graphql),
             *inspector_routes(),

@@ -15,6 +15,7 @@ from graphql import GraphQLError
 from strawberry.schema.config import StrawberryConfig
 from strawberry.tools import merge_types
 
+from kinflow.observability.operations import OperationWatch
 from kinflow.schema.caching import caching_extensions
 from kinflow.schema.errors import ErrorShaping
 from kinflow.schema.input_hygiene import InputHygiene
@@ -48,7 +49,7 @@ def build_schema(settings: Settings | None = None) -> KinflowSchema:
         query=merge_types("Query", (Query, ParkingQuery)),
         mutation=merge_types("Mutation", (Mutation, PurgeMutation)),
         subscription=Subscription,
-        extensions=[*limit_extensions(settings), ErrorShaping, InputHygiene,
+        extensions=[OperationWatch, *limit_extensions(settings), ErrorShaping, InputHygiene,
                     *caching_extensions()],
         config=StrawberryConfig(scalar_map=SCALAR_MAP),
     )

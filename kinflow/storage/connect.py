@@ -17,6 +17,7 @@ from pymongo import AsyncMongoClient
 from pymongo.errors import PyMongoError
 
 from kinflow.errors import LakeUnavailable
+from kinflow.observability import lake_events
 from kinflow.settings import Settings
 from kinflow.storage.embedded import EmbeddedLake
 from kinflow.storage.indexes import content_indexes
@@ -74,6 +75,7 @@ def make_client(uri: str, settings: Settings, *, embedded: bool = False
         serverSelectionTimeoutMS=int(min(settings.operation_timeout, 10.0) * 1000),
         tz_aware=True,
         retryWrites=not embedded,
+        event_listeners=lake_events.listeners(),  # round trips for metrics and traces
     )
 
 

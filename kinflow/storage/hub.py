@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
     from kinflow.storage.lake import Lake
 
+from kinflow.observability import work
 from kinflow.storage.subscription import ChangeEvent, Fence, Subscription
 
 log = logging.getLogger("kinflow.hub")
@@ -251,7 +252,9 @@ class ChangeHub:
                             continue
                         event = event_from_change(change)
                         if event is not None:
+                            observed = self.delivered
                             self.dispatch(event)
+                            work.change_seen(change, self.delivered - observed)
                         elif change.get("operationType") in ("drop", "invalidate"):
                             self.resume_token = None
                             self.resync_all()

@@ -26,6 +26,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kinflow.observability import work
+
 if TYPE_CHECKING:
     from bson.timestamp import Timestamp
 
@@ -176,6 +178,7 @@ class Subscription:
         if self.state is State.CLOSED:
             return
         self.lagged = True
+        work.resynced()
         self._queue.clear()
         self._queue.append(RESYNC)
         self._move(State.CLOSED)
