@@ -108,7 +108,10 @@ def serve(
         )
         raise typer.Exit(2)
     run_sync_parse(lambda: check_free(bind_host, bind_port))
-    err.print(f"kinflow listening on http://{bind_host}:{bind_port}  (health: /healthz)")
+    from kinflow.observability import logs
+
+    logs.announce(settings.log_format, f"kinflow listening on http://{bind_host}:{bind_port}"
+                  "  (health: /healthz)", err.print)
     from kinflow.cli import stopping
     from kinflow.storage import keeper
 
@@ -118,6 +121,7 @@ def serve(
         host=bind_host,
         port=bind_port,
         log_level="info",
+        **logs.uvicorn_options(settings.log_format),  # KINFLOW_LOG_FORMAT=json: JSON lines
         timeout_graceful_shutdown=stopping.GRACEFUL_SECONDS,  # all of it bounded: 10 s
         # uvicorn trusts X-Forwarded-For from loopback by default, which would let any
         # local caller pick the address the failed-token throttle counts: trust none

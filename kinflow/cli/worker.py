@@ -15,10 +15,14 @@ import os
 import signal
 import sys
 from collections import Counter
+from types import SimpleNamespace
 
 from kinflow.cli.stopping import arm_watchdog
 from kinflow.engine import Engine
 from kinflow.errors import LakeUnavailable
+from kinflow.observability import configure as observe
+from kinflow.observability import endpoint as metrics_endpoint
+from kinflow.observability import logs
 from kinflow.plugins import build_engine
 from kinflow.schema.hubs import instance_topics
 from kinflow.settings import Settings
@@ -31,10 +35,15 @@ FINISH_SECONDS = 2.5  # the current item's time to finish after a stop signal
 
 async def run_worker(*, once: bool, interval: float | None) -> str | None:
     settings = Settings()
+    observe(settings, os.environ)  # metrics on KINFLOW_METRICS_PORT, traces, JSON logs
+    logs.configure(settings.log_format)
     connection = await open_lake(settings)
     hub = ChangeHub(connection.lake, topic_functions=[instance_topics])
+    metrics = contextlib.AsyncExitStack()
     try:
         engine: Engine = build_engine(connection.lake, settings)
+        await metrics.enter_async_context(metrics_endpoint.serving(
+            settings, connection, None, engine, SimpleNamespace()))
         if once:
             report = await Worker(engine, retention_days=settings.retention_days,
                                   concurrency=settings.worker_concurrency).run_pass()
@@ -47,7 +56,7 @@ async def run_worker(*, once: bool, interval: float | None) -> str | None:
         worker = Worker(engine, hub=hub, interval=interval or settings.worker_interval,
                         retention_days=settings.retention_days,
                         concurrency=settings.worker_concurrency)
-        task = asyncio.create_task(_run(worker, hub, stop), name="worker")
+        task = asyncio.create_task(_run(worker, hub, stop, settings.log_format), name="worker")
         stopped = asyncio.create_task(stop.wait())
         await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
         stopped.cancel()
@@ -61,6 +70,7 @@ async def run_worker(*, once: bool, interval: float | None) -> str | None:
         elif not task.cancelled() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
     finally:
+        await metrics.aclose()
         await hub.stop(timeout=1.5)
         await connection.close()
     if keeper.fatal_error:
@@ -68,11 +78,11 @@ async def run_worker(*, once: bool, interval: float | None) -> str | None:
     return None
 
 
-async def _run(worker: Worker, hub: ChangeHub, stop: asyncio.Event) -> None:
+async def _run(worker: Worker, hub: ChangeHub, stop: asyncio.Event, log_format: str) -> None:
     await hub.start()
     await worker.ensure_ready()
-    print(f"kinflow worker {worker.worker_id} running (stop with Ctrl-C)", file=sys.stderr,
-          flush=True)
+    logs.announce(log_format, f"kinflow worker {worker.worker_id} running "
+                  "(stop with Ctrl-C)", lambda line: print(line, file=sys.stderr, flush=True))
     await worker.run(stop)
 
 

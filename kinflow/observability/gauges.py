@@ -42,7 +42,7 @@ class Watched:
     """One running app's parts, as ``/metrics`` reads them."""
 
     connection: Any  # storage.connect.LakeConnection
-    hubs: Any  # schema.hubs.Hubs
+    hubs: Any  # schema.hubs.Hubs, or None (``kinflow worker``)
     engine: Any  # engine.Engine
     rows: dict[str, int] = field(default_factory=dict)
     cohorts: int = 0
@@ -80,7 +80,7 @@ class Watched:
                             status in rows or len(rows) < _MAX_STATUSES):
                         rows[status] += count
             paused += sum(1 for window in parent.get("cohorts") or ()
-                          if isinstance(window, dict) and window.get("paused"))
+                          if isinstance(window, dict) and window.get("pausedAt"))
         self.rows, self.cohorts, self.paused = dict(rows), cohorts, paused
 
     async def _read_backlog(self) -> None:
@@ -135,8 +135,9 @@ class AppFigures(Collector):
         lake: Counter[str] = Counter()
         totals: Counter[str] = Counter()
         for app in list(self.apps):
-            totals["subscribers"] += app.hubs.subscriber_count()
-            totals["streams"] += app.hubs.stream_count()
+            if app.hubs is not None:  # an API's hubs (a lone worker serves none)
+                totals["subscribers"] += app.hubs.subscriber_count()
+                totals["streams"] += app.hubs.stream_count()
             totals["cohorts"] += app.cohorts
             totals["paused"] += app.paused
             self._lake(app.connection, lake)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import trace
@@ -50,10 +51,24 @@ class JsonLines(JsonFormatter):
             log_data["span_id"] = format(span.span_id, "016x")
 
 
-def uvicorn_config(log_format: str, level: str = "INFO") -> dict[str, Any] | None:
-    """The logging configuration ``kinflow serve`` hands uvicorn (``None``: uvicorn's own)."""
+def uvicorn_options(log_format: str, level: str = "INFO") -> dict[str, Any]:
+    """What ``kinflow serve`` adds to uvicorn's options: its logging configuration, for JSON."""
     if log_format != "json":
-        return None
+        return {}  # uvicorn's own readable lines
+    return {"log_config": uvicorn_config(level)}
+
+
+def announce(log_format: str, line: str, show: Callable[[str], None]) -> None:
+    """A start-up line: shown as it is, or logged (so JSON lines stay JSON)."""
+    if log_format == "json":
+        configure(log_format)
+        logging.getLogger("kinflow.cli").info(line)
+    else:
+        show(line)
+
+
+def uvicorn_config(level: str = "INFO") -> dict[str, Any]:
+    """uvicorn's logging configuration for JSON lines: its loggers and the root's."""
     handler = ["json"]
     return {
         "version": 1,

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from opentelemetry.trace import SpanKind
 
-from kinflow.observability import metrics, tracing
+from kinflow.observability import context, metrics, tracing
 from kinflow.observability.switch import ON
 
 T = TypeVar("T")
@@ -72,6 +72,7 @@ def handler(name: str, run: Handler | None) -> Handler | None:
             metrics.EFFECTS_CLAIMED.labels(name).inc()
         started = time.perf_counter()
         outcome = "failed"
+        tokens = context.enter_instance(str(getattr(call, "instance_id", "")))
         try:
             if ON.tracing:
                 with tracing.tracer().start_as_current_span(
@@ -84,6 +85,7 @@ def handler(name: str, run: Handler | None) -> Handler | None:
             outcome = "done"
             return result
         finally:
+            context.leave_instance(tokens)
             if ON.metrics:
                 metrics.EFFECTS_FINISHED.labels(name, outcome).inc()
                 metrics.EFFECT_SECONDS.labels(name).observe(time.perf_counter() - started)

@@ -1,0 +1,74 @@
+"""Spans through the SDK's in-memory exporter: operation -> verb -> commit -> lake, and the
+link from a child's spans to the spawn that created it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from starlette.testclient import TestClient
+
+from kinflow.http.app import create_app
+from kinflow.observability import tracing
+from kinflow.observability.switch import ON
+from tests.api.conftest import make_settings
+from tests.observability import cohort
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.install(provider)
+    try:
+        yield exporter
+    finally:
+        tracing.install(None)
+    assert not ON.tracing
+
+
+def parent_of(span: ReadableSpan, by_id: dict[int, ReadableSpan]) -> ReadableSpan | None:
+    return by_id.get(span.parent.span_id) if span.parent is not None else None
+
+
+def test_one_child_fire_is_one_trace_linked_to_its_spawn(
+        spans: InMemorySpanExporter, lake_uri: str, database: str) -> None:
+    with TestClient(create_app(make_settings(lake_uri, database))) as client:
+        _, children = cohort.spawn(client, lake_uri, database, 2)
+        spawned = list(spans.get_finished_spans())
+        spans.clear()
+        cohort.fire(client, children[0])
+        fired = list(spans.get_finished_spans())
+
+    (operation,) = [s for s in fired if s.name == "mutation fireAction"]
+    trace_id = operation.context.trace_id
+    in_trace = [s for s in fired if s.context.trace_id == trace_id]
+    by_id = {s.context.span_id: s for s in in_trace}
+    (verb,) = [s for s in in_trace if s.name == "verb fireAction"
+               and s.attributes is not None
+               and s.attributes.get("kinflow.instance_id") == children[0]]
+    assert parent_of(verb, by_id) is operation
+    commits = [s for s in in_trace if s.name == "commit fireAction"
+               and parent_of(s, by_id) is verb]
+    assert commits
+    lake = [s for s in in_trace if s.name.startswith("lake ")
+            and parent_of(s, by_id) in commits]
+    names = {s.name for s in lake}
+    assert {"lake find", "lake commitTransaction"} <= names, names
+    assert all(s.attributes and s.attributes["db.system"] == "mongodb" for s in lake)
+
+    # the child records the spawn's commit; its verb span links there
+    creators = [s for s in spawned if s.name.startswith("commit ")
+                and any(e.name == "children created" for e in s.events)]
+    assert len(creators) == 1
+    (creator,) = creators
+    links = [link.context for link in verb.links]
+    assert [(c.trace_id, c.span_id) for c in links] == [
+        (creator.context.trace_id, creator.context.span_id)]
+    assert creator.context.trace_id != trace_id  # the spawn's own trace
+    (spawn_operation,) = [s for s in spawned if s.name == "mutation startInstance"]
+    assert spawn_operation.context.trace_id == creator.context.trace_id
