@@ -22,12 +22,12 @@ from kinflow.gdr import check_document_id, format_gdr
 from kinflow.http.tokens import has_role
 from kinflow.schema import roles
 from kinflow.schema.bulk import BulkResult, CohortFilter
+from kinflow.schema.cohort_view import Cohort
 from kinflow.schema.cohorts import cohort_rows, cohort_window
 from kinflow.schema.context import KInfo
 from kinflow.schema.results import OperationResult
 from kinflow.schema.scalars import JSON, jsonable
 from kinflow.schema.types import (
-    Cohort,
     DeployedDefinition,
     DeployResult,
     EditMode,

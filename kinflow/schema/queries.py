@@ -15,6 +15,7 @@ from kinflow.errors import InvalidInput
 from kinflow.gdr import check_document_id, format_gdr
 from kinflow.schema import listing
 from kinflow.schema.cohort_page import indexable, indexed, spawned
+from kinflow.schema.cohort_view import Cohort
 from kinflow.schema.cohorts import check_activity, cohort_rows, cohort_window
 from kinflow.schema.context import KInfo
 from kinflow.schema.disconnect import unless_disconnected
@@ -22,7 +23,6 @@ from kinflow.schema.evaluation import caller_key
 from kinflow.schema.results import InstanceConnection
 from kinflow.schema.scalars import JSON, jsonable
 from kinflow.schema.types import (
-    Cohort,
     InstanceFilter,
     PageInfo,
     WorkflowDefinition,

@@ -22,6 +22,7 @@ from kinflow.core.cohort.registry import Row, select
 from kinflow.core.errors import InstanceNotFound
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.gdr import check_document_id, format_gdr
+from kinflow.schema.cohort_view import Cohort
 from kinflow.schema.cohorts import check_activity, cohort_rows, cohort_signature, cohort_window
 from kinflow.schema.context import KInfo
 from kinflow.schema.errors import SubscriptionLagged
@@ -32,7 +33,6 @@ from kinflow.schema.queries import instance_filter
 from kinflow.schema.results import ChildEvent, InstanceEvent
 from kinflow.schema.scalars import JSON, DateTime, jsonable
 from kinflow.schema.types import (
-    Cohort,
     InstanceFilter,
     InstanceStatus,
     Subworkflow,

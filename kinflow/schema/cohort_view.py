@@ -1,0 +1,111 @@
+"""The GraphQL ``Cohort`` type: one activity's cohort of a parent (docs/api.md).
+
+Its counts come from the parent's per-cohort summary or from rows already in
+memory; its settings (window, failure budget, admission) from the parent
+document. Kept apart from ``kinflow.schema.types`` so the cohort views can grow.
+"""
+
+from __future__ import annotations
+
+import strawberry
+
+from kinflow.core.cohort import tallies
+from kinflow.core.cohort.registry import CohortCounts, Row, count
+from kinflow.schema.budget import FailureBudget, cohort_budget
+from kinflow.schema.bulk import CohortFilter, cohort_closed
+from kinflow.schema.cohort_page import CohortSource, page_of_rows
+from kinflow.schema.context import KInfo
+from kinflow.schema.evaluation import caller_key
+from kinflow.schema.types import Subworkflow, SubworkflowConnection
+
+
+@strawberry.type
+class Cohort:
+    parent_id: strawberry.ID
+    activity: str
+    counts: strawberry.Private[CohortCounts]
+    selected: strawberry.Private[list[Row]]
+    window: strawberry.Private[int | None] = None
+    source: strawberry.Private[CohortSource | None] = None  # indexed: rows read by page
+
+    @strawberry.field
+    def total(self) -> int:
+        return self.counts.total
+
+    @strawberry.field
+    def active(self) -> int:
+        return self.counts.active
+
+    @strawberry.field
+    def done(self) -> int:
+        return self.counts.done
+
+    @strawberry.field
+    def aborted(self) -> int:
+        return self.counts.aborted
+
+    @strawberry.field(description="Rows waiting in the window: registered, no child yet.")
+    def queued(self) -> int:
+        return self.counts.queued
+
+    @strawberry.field(description="The window: at most this many ACTIVE rows; null = none.")
+    def max_active(self) -> int | None:
+        return self.window
+
+    @strawberry.field(description="Rows whose latest attempt failed or was aborted, except "
+                      "rows the failure budget itself skipped or aborted (abortReason "
+                      "failure-budget-exceeded): those count only in aborted.")
+    def failed(self) -> int:
+        return self.counts.failed
+
+    @strawberry.field(description="The failure budget; null when none is declared or set.")
+    async def budget(self, info: KInfo) -> FailureBudget | None:
+        parent = await info.context.loaders.instance(str(self.parent_id))
+        last = self.selected[-1] if self.selected else None
+        return cohort_budget(parent, self.activity, last, self.counts)
+
+    @strawberry.field(description="total > 0 and active == 0")
+    def settled(self) -> bool:
+        return self.counts.settled
+
+    @strawberry.field(description="Rows CANCELLED (a cancellation skipped or ended them).")
+    def cancelled(self) -> int:
+        return self.counts.cancelled
+
+    @strawberry.field(description="A cancelCohort or abortCohort without a filter closed "
+                      "the cohort: its queued rows were skipped and a spawn that would add "
+                      "rows to it is refused (cohort-closed).")
+    async def closed(self, info: KInfo) -> bool:
+        parent = await info.context.loaders.instance(str(self.parent_id))
+        return cohort_closed(parent, self.activity, self.selected[-1] if self.selected else None)
+
+    @strawberry.field(description="Every row of the cohort; prefer page on large cohorts.")
+    async def rows(self) -> list[Subworkflow]:
+        rows = self.selected if self.source is None else await self.source.rows()
+        return [Subworkflow(row=r) for r in rows]
+
+    @strawberry.field(description="A page of the cohort's rows in forEach order, filtered "
+                      "by where; served from the cohort's summary and only the chunks "
+                      "it needs.")
+    async def page(self, info: KInfo, first: int | None = 100, after: str | None = None,
+                   where: CohortFilter | None = None) -> SubworkflowConnection:
+        first = 100 if first is None else first
+        caller = caller_key(info.context.actor)  # a where filter runs in the caller's lane
+        if self.source is not None:
+            return SubworkflowConnection.of(await self.source.page(first, after, where, caller))
+        return SubworkflowConnection.of(await page_of_rows(
+            self.selected, first, after, where, info.context.services.engine.limits, caller))
+
+    @classmethod
+    def indexed(cls, source: CohortSource, last: Row, window: int | None = None) -> Cohort:
+        """A cohort whose counts come from the parent's summary; ``selected`` holds only
+        its last row (read ``counts``, or ``source.rows()`` for every row)."""
+        return cls(parent_id=strawberry.ID(source.parent_id), activity=last.activity,
+                   counts=tallies.counts(source.entry), selected=[last], window=window,
+                   source=source)
+
+    @classmethod
+    def of(cls, parent_id: str, activity: str, rows: list[Row],
+           window: int | None = None) -> Cohort:
+        return cls(parent_id=strawberry.ID(parent_id), activity=activity, counts=count(rows),
+                   selected=rows, window=window)  # fmt: skip
