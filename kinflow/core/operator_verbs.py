@@ -1,9 +1,11 @@
-"""Operators' verbs: ``abortInstance``, ``setStage``, ``resetActivity``, ``updateCohort``.
+"""Operators' verbs: ``abortInstance``, ``setStage``, ``resetActivity``, ``updateCohort``,
+``pauseCohort``, ``resumeCohort``.
 
 Each planner is ``(state, verb, context) -> Mutation`` like the caller verbs
 (``verbs.py``), through the same ``Commit``; these step outside a
 definition's own flow (closing an instance in place, moving it to a stage,
-reopening an activity, changing a cohort's window or failure budget).
+reopening an activity, changing a cohort's window, failure budget or admission,
+pausing and resuming it).
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kinflow.core import effects as fx
+from kinflow.core.cohort import admission, window
 from kinflow.core.cohort import budget as failure_budget
-from kinflow.core.cohort import window
 from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.commit import Commit
 from kinflow.core.context import PlanContext
@@ -31,6 +33,7 @@ from kinflow.core.mutation import Mutation
 from kinflow.core.ops import set_activity_status
 from kinflow.core.stages import move
 from kinflow.core.state import TERMINAL_ACTIVITY, AbortPending, Instance
+from kinflow.define.models import WorkflowDefinition
 from kinflow.errors import InvalidInput
 
 
@@ -142,11 +145,72 @@ def plan_reset_activity(state: Instance, verb: ResetActivity, ctx: PlanContext) 
 # ---- cohort control ----
 
 
+def cohort_visit(m: Instance, activity: str) -> str:
+    """The stage entry key of the activity's latest spawning visit; ``cohort-not-found``."""
+    visit = window.latest_visit(m, activity)
+    if visit is None:
+        raise CohortNotFound(
+            f"instance {m.id_!r} never spawned a cohort for activity {activity!r}",
+            parentId=m.id_, activity=activity)
+    return visit
+
+
+def _keyed(m: Instance, definition: WorkflowDefinition, cohort: tuple[str, str]) -> bool:
+    stage = admission.stage_of(m, cohort[1])
+    block = admission.spawn_block(definition, stage, cohort[0]) if stage is not None else None
+    return block is not None and block.concurrencyKey is not None
+
+
+@dataclass(slots=True)
+class PauseCohort:
+    activity: str
+    reason: str | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass(slots=True)
+class ResumeCohort:
+    activity: str
+    idempotency_key: str | None = None
+
+
+def plan_pause_cohort(state: Instance, verb: PauseCohort, ctx: PlanContext) -> Mutation:
+    """Pause the activity's latest cohort: no queued row starts, no retry is admitted,
+    live children run on. Pausing a paused cohort changes nothing."""
+    args = {"activity": verb.activity, "reason": verb.reason}
+    commit, replay = Commit.keyed(state, ctx, verb.idempotency_key, "pauseCohort", args,
+                                  lambda: check_text("reason", verb.reason, ctx.limits))
+    if replay is not None:
+        return replay
+    m = commit.m
+    visit = cohort_visit(m, verb.activity)
+    remember(m, ctx, verb.idempotency_key, "pauseCohort", args)
+    admission.pause(m, ctx, (verb.activity, visit), verb.reason)
+    return commit.finish()
+
+
+def plan_resume_cohort(state: Instance, verb: ResumeCohort, ctx: PlanContext) -> Mutation:
+    """Resume the activity's latest cohort: this commit starts what its window, keys and
+    rate admit now. Resuming a running cohort changes nothing."""
+    args = {"activity": verb.activity}
+    commit, replay = Commit.keyed(state, ctx, verb.idempotency_key, "resumeCohort", args)
+    if replay is not None:
+        return replay
+    m = commit.m
+    visit = cohort_visit(m, verb.activity)
+    remember(m, ctx, verb.idempotency_key, "resumeCohort", args)
+    admission.resume(m, ctx, (verb.activity, visit))
+    return commit.finish()
+
+
 @dataclass(slots=True)
 class UpdateCohort:
     activity: str
     max_active: int | None = None  # None leaves the window as it is
     failure_budget: Any = None  # None leaves the budget as it is (core/cohort/budget.py)
+    # None leaves them as they are (core/cohort/admission.py)
+    max_active_per_key: int | None = None
+    start_rate: Any = None
 
 
 def plan_update_cohort(state: Instance, verb: UpdateCohort, ctx: PlanContext) -> Mutation:
@@ -155,22 +219,34 @@ def plan_update_cohort(state: Instance, verb: UpdateCohort, ctx: PlanContext) ->
     Raising the window starts queued rows in this very commit (``Commit.finish``
     fills windows); lowering it starts nothing and lets running children finish.
     A budget that is already exceeded acts in this commit, and its hop sees the
-    activity failed.
+    activity failed. ``maxActivePerKey`` and ``startRate`` apply in this commit's
+    fill too (a paused cohort's, once it resumes).
     """
     budget = (failure_budget.parse(verb.failure_budget) if verb.failure_budget is not None
               else None)
-    if verb.max_active is not None and (
-            isinstance(verb.max_active, bool) or not isinstance(verb.max_active, int)
-            or verb.max_active < 1):
-        raise InvalidInput("maxActive must be an integer of at least 1", field="maxActive",
-                           value=verb.max_active, reason="range")
+    for name, value in (("maxActive", verb.max_active),
+                        ("maxActivePerKey", verb.max_active_per_key)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise InvalidInput(f"{name} must be an integer of at least 1", field=name,
+                               value=value, reason="range")
+    rate = admission.parse_rate(verb.start_rate) if verb.start_rate is not None else None
     commit = Commit(state, ctx)
     m = commit.m
-    visit = window.latest_visit(m, verb.activity)
-    if visit is None:
-        raise CohortNotFound(
-            f"instance {state.id_!r} never spawned a cohort for activity {verb.activity!r}",
-            parentId=state.id_, activity=verb.activity)
+    visit = cohort_visit(m, verb.activity)
+    cohort = (verb.activity, visit)
+    if verb.max_active_per_key is not None and not _keyed(m, commit.definition, cohort):
+        raise InvalidInput("maxActivePerKey needs a cohort whose spawn declares "
+                           "concurrencyKey", field="maxActivePerKey",
+                           value=verb.max_active_per_key, reason="no-concurrency-key")
+    own = admission.setting(m, cohort)
+    admitted = {key: value for key, value in (("maxActivePerKey", verb.max_active_per_key),
+                                             ("startRate", rate))
+                if value is not None and (own is None or getattr(own, key) != value)}
+    if admitted:  # the commit's fill applies them (a paused cohort: on resume)
+        admission.update_setting(m, cohort, **admitted)
+        record(m, ctx, "cohortUpdated", activity=verb.activity, stageEntry=visit,
+               **admitted, actor=ctx.actor.to_json())
     if verb.max_active is not None:
         current = window.setting(m, (verb.activity, visit))
         if current is None or current.maxActive != verb.max_active:

@@ -24,6 +24,10 @@ stamps the crossing row also acts, once per cohort (``budgetExceededAt``):
   hop that follows sees ``$anyActivityFailed``;
 * the parent's history records ``cohortFailed``.
 
+Under ``onBudgetExceeded: "pause"`` none of that happens: the cohort is paused
+(``pausedReason`` ``failure-budget-exceeded``, history ``cohortPaused``), its
+queued rows wait and its live children run on.
+
 ``reopen_on_redrive`` is the redrive's hook: it clears the mark, and the
 activity the budget failed returns to ``active`` while its visit is open.
 """
@@ -37,7 +41,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from kinflow.core import cancellation
-from kinflow.core.cohort import outcomes
+from kinflow.core.cohort import admission, outcomes
 from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.context import PlanContext
 from kinflow.core.history import record
@@ -60,6 +64,7 @@ REASON = outcomes.BUDGET_STOPPED
 ABORT_REST = "abort-rest"
 CANCEL_REST = "cancel-rest"
 CONTINUE = "continue"
+PAUSE = "pause"  # the cohort is paused instead (core/cohort/admission.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +200,10 @@ def enforce(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext
         rows = [instance.subworkflows[i] for i in places]
         failed = used(rows)
         if not budget.exceeded(failed, len(rows)) or not _actionable(instance, cohort, rows):
+            continue
+        if policy == PAUSE:  # nothing is skipped or failed: the operator resumes
+            _mark(instance, cohort, budgetExceededAt=ctx.now_iso)
+            admission.pause(instance, ctx, cohort, admission.BUDGET_REASON)
             continue
         act(instance, ctx, cohort, places, policy)
         record(instance, ctx, "cohortFailed", activity=cohort[0], stageEntry=cohort[1],

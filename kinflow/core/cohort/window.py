@@ -18,10 +18,12 @@ written by ``updateCohort``), else the spawn block's ``maxActive``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import compress
 from operator import is_not
+from typing import Any
 
+from kinflow.core.cohort import admission
 from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.context import PlanContext
 from kinflow.core.history import record
@@ -88,12 +90,13 @@ def active_counts(instance: Instance) -> dict[Cohort, int]:
 @dataclass(slots=True)
 class Occupancy:
     """The registry's windows at a glance: queued places (those already condemned
-    apart), live children and queued rows per cohort."""
+    apart), live children and queued rows per cohort, live children per key."""
 
     queued: set[int]
     condemned: set[int]  # queued places whose row is condemned (they never start)
     active: dict[Cohort, int]
     waiting: dict[Cohort, int]
+    keyed: dict[Cohort, dict[str, int]] = field(default_factory=dict)
 
     def count(self, row: SubworkflowEntry, place: int, sign: int) -> None:
         if row.resolved is not None:
@@ -101,6 +104,8 @@ class Occupancy:
         key = (row.activity, row.stageEntry)
         if not row.queued:
             _add(self.active, key, sign)
+            if row.concurrencyKey is not None:
+                _add(self.keyed.setdefault(key, {}), row.concurrencyKey, sign)
             return
         _add(self.waiting, key, sign)
         if sign > 0:
@@ -113,10 +118,10 @@ class Occupancy:
 
     def copy(self) -> Occupancy:
         return Occupancy(set(self.queued), set(self.condemned), dict(self.active),
-                         dict(self.waiting))
+                         dict(self.waiting), {k: dict(v) for k, v in self.keyed.items()})
 
 
-def _add(counts: dict[Cohort, int], key: Cohort, n: int) -> None:
+def _add(counts: dict[Any, int], key: Any, n: int) -> None:
     left = counts.get(key, 0) + n
     if left:
         counts[key] = left
@@ -150,49 +155,55 @@ def occupancy(instance: Instance) -> Occupancy:
 
 def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
          start: Callable[[int], bool]) -> int:
-    """Start queued rows while their cohort has room; returns how many started.
+    """Start queued rows while their cohort admits them; returns how many started.
 
     ``start(index)`` creates row ``index``'s child and returns whether it still
     occupies the window (a child that finished at creation does not). A queued row
     already condemned (its visit left with ``onExit: abort``, its parent aborted)
-    never starts: it is resolved as aborted at once, with no child to drain.
-    Queued rows are visited in registry order until every cohort with rows waiting
-    is full and no condemned one is left, so a full window costs nothing per row.
+    never starts: it is resolved as aborted at once, with no child to drain, first.
+    Then the rows of each cohort that is not paused start, highest priority first
+    (ties in registry order), while its window, its keys and its start rate admit
+    them (core/cohort/admission.py); the walk stops once every waiting cohort is full,
+    so a full window costs nothing per row.
     """
     rows = instance.subworkflows
     counts = occupancy(instance)
     if not counts.queued:
         return 0
-    active = counts.active
-    waiting_cohorts = set(counts.waiting)
-    last_condemned = max(counts.condemned, default=-1)
-    limits: dict[Cohort, int | None] = {}
-    full: set[Cohort] = set()  # cohorts whose window has no room left
+    for index in sorted(counts.condemned):
+        row = rows[index]
+        if row.queued and row.resolved is None:
+            skip(instance, ctx, index, detail=SKIPPED, cancelled=row.abortPending is None)
+    gates: dict[Cohort, admission.Gate | None] = {}
+    for key in counts.waiting:
+        stage = admission.stage_of(instance, key[1])
+        own = setting(instance, key)
+        cap = (own.maxActive if own is not None and own.maxActive is not None
+               else declared_max(definition, stage, key[0]) if stage is not None else None)
+        gates[key] = admission.gate(instance, definition, key, stage, cap,
+                                    counts.active.get(key, 0), counts.keyed.get(key, {}),
+                                    ctx.now)
+    open_ = {key for key, found in gates.items() if found is not None and not found.full}
+    if not open_:
+        return 0
+    prioritised = any(found is not None and found.prioritised for found in gates.values())
     started = 0
-    for index in sorted(counts.queued):
-        if index > last_condemned and waiting_cohorts <= full:
+    for index in admission.order(rows, counts.queued - counts.condemned, prioritised):
+        if not open_:
             break
         row = rows[index]
-        if not row.queued or row.resolved is not None:
-            continue
-        if row.abortPending is not None:
-            skip(instance, ctx, index, detail=SKIPPED)
-            continue
-        if row.cancelPending is not None:  # a cancellation reached it (core/cancellation.py)
-            skip(instance, ctx, index, detail=SKIPPED, cancelled=True)
-            continue
         key = cohort_of(row)
-        if key in full:
+        gate = gates[key]
+        if key not in open_ or gate is None or not row.queued or row.resolved is not None:
             continue
-        if key not in limits:
-            limits[key] = limit(instance, definition, row)
-        cap = limits[key]
-        if cap is not None and active.get(key, 0) >= cap:
-            full.add(key)
+        if not gate.admits(row, ctx.now):
             continue
         started += 1
-        if start(index):
-            active[key] = active.get(key, 0) + 1
+        live = start(index)
+        gate.took(row, live, created=rows[index].observed is not None)
+        if gate.full:
+            open_.discard(key)
+    admission.record_starts(instance, ctx, gates)
     return started
 
 
