@@ -37,7 +37,7 @@ from kinflow.core import effects as fx
 from kinflow.core.actions import Spawner
 from kinflow.core.cascade import hop, next_evaluation_at
 from kinflow.core.cohort import budget as failure_budget
-from kinflow.core.cohort import spawn, tallies, window
+from kinflow.core.cohort import deadlines, settlement, spawn, tallies, window
 from kinflow.core.cohort.chunks import row_writes
 from kinflow.core.cohort.observe import condemned
 from kinflow.core.cohort.row_history import history_index
@@ -130,6 +130,7 @@ class Commit:
             if active is not None and not child.terminal:
                 active[key] = active.get(key, 0) + 1
         # children that failed at once may exceed a budget: act before the hop goes on
+        self.settle_rows()  # (a failure with a retry left is re-queued, not counted)
         failure_budget.enforce(instance, self.definition, self.ctx)
         return True
 
@@ -162,7 +163,13 @@ class Commit:
         window.fill(self.m, self.definition, self.ctx, self.start_queued)
         return any(doc.get("completedAt") for doc in self.creates[before:])
 
+    def settle_rows(self) -> settlement.Settled:
+        """Deadlines, retries and quorums over the rows this commit changed
+        (core/cohort/settlement.py)."""
+        return settlement.apply(self.m, self.definition, self.ctx, self.rows_base)
+
     def cascade_once(self) -> None:
+        self.settle_rows()
         failure_budget.enforce(self.m, self.definition, self.ctx)  # the hop sees it failed
         self.fill_windows()  # the hop's gates see the window as full as it can be
         self.hopped = True
@@ -176,8 +183,11 @@ class Commit:
         cancellation.conclude(m, self.definition, self.ctx)
         # a budget exceeded in this commit acts first (its queued rows never start), and
         # a hop is owed when it failed the activity after this commit's hop ran
-        owes_hop = failure_budget.enforce(self.m, self.definition, self.ctx)
+        owes_hop = self.settle_rows().completed > 0
+        owes_hop = failure_budget.enforce(self.m, self.definition, self.ctx) or owes_hop
         owes_hop = self.fill_windows() or owes_hop  # what this commit resolved frees its place
+        if self.settle_rows().retried:  # a child the fill started failed at once
+            self.fill_windows()
         new_history = m.history[self.history_start:]
         rows = row_writes(m, self.rows_base, new_history, self.history_start)
         if rows:  # the cohorts' counts follow the chunks this commit rewrites
@@ -248,6 +258,10 @@ def finalise(m: Instance, definition: WorkflowDefinition, ctx: PlanContext) -> N
     deadline = cancellation.due(m)  # a cancellation's timeout is the heartbeat's tick too
     if deadline is not None and (due is None or deadline < due):
         due = deadline
+    if m.subworkflows and deadlines.settles(definition):  # a child's deadline, a retry's time
+        settling = deadlines.due(m, ctx.now)
+        if settling is not None and (due is None or settling < due):
+            due = settling
     m.nextEvaluationAt = iso(due) if due is not None else None
     m.watch = reference_ids(m)
     m.owesAborts = True if condemned(m) else None

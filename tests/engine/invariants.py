@@ -46,7 +46,10 @@ async def assert_repaired(engine: Engine) -> dict[str, Instance]:
             if found is not None and found.terminal:
                 assert row.resolved is not None, f"terminal child {row.child_id} unstamped"
                 result = found.result.outcome if found.result is not None else "succeeded"
-                assert row.outcome == ("aborted" if found.abortedAt else result), \
+                result = "aborted" if found.abortedAt else result
+                if row.abortReason == "timed-out" and result in ("aborted", "cancelled"):
+                    result = "timed-out"  # a deadline ended it (core/cohort/deadlines.py)
+                assert row.outcome == result, \
                     f"row of {row.child_id} stamped without its child's outcome"
             assert row.resolved is None or row.outcome is not None, "resolved, no outcome"
         if parent.subworkflows:  # the cohort summary pages and counts read (tallies)

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client.parser import text_string_to_metric_families
 
 from kinflow.observability import context, logs, tracing
 from tests.support import free_port, running
@@ -108,7 +109,18 @@ def test_serve_writes_only_json_lines(lake_uri: str, database: str, tmp_path: Pa
                 if found["data"]["instance"]["currentStage"] == "done":
                     break
                 time.sleep(0.2)
-            assert http.get("/metrics").status_code == 200
+            scraped = http.get("/metrics")
+            assert scraped.status_code == 200
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(scraped.text)
+               for s in family.samples}
+    # the worker ran the effect: the heartbeat and the handler are counted
+    assert samples[("kinflow_effects_finished_total",
+                    (("effect", "obs-log"), ("outcome", "done")))] == 1
+    assert samples[("kinflow_effect_handler_seconds_count", (("effect", "obs-log"),))] == 1
+    assert samples[("kinflow_heartbeat_passes_total", (("outcome", "ok"),))] >= 1
+    assert samples[("kinflow_heartbeat_items_total",
+                    (("kind", "effects"), ("outcome", "done")))] >= 1
     lines = [line for line in output.read_text().splitlines() if line.strip()]
     assert lines
     records = [json.loads(line) for line in lines]  # every line is one JSON object

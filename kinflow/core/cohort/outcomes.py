@@ -29,12 +29,16 @@ SUCCEEDED = "succeeded"
 FAILED = "failed"
 ABORTED = "aborted"
 CANCELLED = "cancelled"
+TIMED_OUT = "timed-out"
+"""An attempt past its deadline (core/cohort/deadlines.py): status aborted, or cancelled."""
 OUTPUT_TOO_LARGE = "output-too-large"
-FAILING = frozenset({FAILED, ABORTED})
+FAILING = frozenset({FAILED, ABORTED, TIMED_OUT})
 """Outcomes a cohort counts as failed (``Cohort.failed``, the failure budget), unless
-the budget itself stopped the row (``counts_as_failed``)."""
+the budget or the quorum stopped the row itself (``counts_as_failed``)."""
 BUDGET_STOPPED = "failure-budget-exceeded"
 """``abortReason`` of the rows a failure budget skipped or aborted (core/cohort/budget.py)."""
+COMPLETE_STOPPED = "cohort-complete"
+"""``abortReason`` of the rows a complete cohort skipped or stopped (core/cohort/quorum.py)."""
 
 
 def stopped_by_budget(outcome: str | None, abort_reason: str | None) -> bool:
@@ -47,8 +51,15 @@ def stopped_by_budget(outcome: str | None, abort_reason: str | None) -> bool:
 
 def counts_as_failed(outcome: str | None, abort_reason: str | None) -> bool:
     """What ``Cohort.failed`` and a budget's ``used`` count: a failed or aborted latest
-    attempt that the budget did not stop itself."""
-    return outcome in FAILING and not stopped_by_budget(outcome, abort_reason)
+    attempt that neither the budget nor the quorum stopped itself."""
+    return (outcome in FAILING and not stopped_by_budget(outcome, abort_reason)
+            and not stopped_by_quorum(outcome, abort_reason))
+
+
+def stopped_by_quorum(outcome: str | None, abort_reason: str | None) -> bool:
+    """Whether a row ended because its cohort was complete (``completeWhen``): skipped,
+    aborted or cancelled; it counts as aborted (or cancelled), never as failed."""
+    return outcome in (ABORTED, CANCELLED) and abort_reason == COMPLETE_STOPPED
 
 
 def capped(outputs: dict[str, Any] | None, limit: int

@@ -30,9 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kinflow.core.cohort import budget, selection, spawn
-from kinflow.core.cohort.chunks import replace_row
+from kinflow.core.cohort import budget, quorum, selection
 from kinflow.core.cohort.registry import outcome_view
+from kinflow.core.cohort.retry import HANDOFF_MISSING, next_id, requeue
 from kinflow.core.commit import Commit
 from kinflow.core.context import NeedsDocuments, PlanContext
 from kinflow.core.errors import ChildIdTaken, RedriveNotAllowed
@@ -40,12 +40,11 @@ from kinflow.core.history import record
 from kinflow.core.inputs import check_key
 from kinflow.core.ledger import is_replay, remember
 from kinflow.core.mutation import Mutation
-from kinflow.core.state import INSTANCE_TYPE, BulkCall, Instance, Ref, SubworkflowEntry
+from kinflow.core.state import BulkCall, Instance, SubworkflowEntry
 
 OP = "redriveCohort"
-REDRIVABLE = frozenset({"failed", "aborted", "cancelled"})
-HANDOFF_MISSING = "redrive-handoff-missing"
-"""Per-row refusal: a row spawned before handoffs were kept cannot be rebuilt."""
+REDRIVABLE = frozenset({"failed", "aborted", "cancelled", "timed-out"})
+__all__ = ["HANDOFF_MISSING", "next_id"]  # shared with retries (core/cohort/retry.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +84,11 @@ def refusal(instance: Instance, found: selection.Cohort) -> RedriveNotAllowed | 
             f"instance {instance.id_!r} is {instance.terminal_state}: only a live parent "
             "redrives", parentId=instance.id_, activity=found.activity,
             reason="parent-finished")
+    if quorum.is_complete(instance, (found.activity, found.stage_entry)):
+        return RedriveNotAllowed(
+            f"the cohort of {found.activity!r} is complete (completeWhen held): it takes no "
+            "redrive", parentId=instance.id_, activity=found.activity,
+            reason="cohort-complete")
     entry = instance.open_entry()
     if entry is None or entry.key_ != found.stage_entry:
         return RedriveNotAllowed(
@@ -174,14 +178,6 @@ def plan_forget(state: Instance, verb: Redrive, ctx: PlanContext) -> Mutation:
     return commit.finish()
 
 
-def next_id(row: SubworkflowEntry) -> str:
-    """The child id of ``row``'s next attempt (a row skipped while queued keeps its own)."""
-    if row.observed is None:
-        return row.child_id
-    first = (row.previousChildIds or [row.child_id])[0]
-    return spawn.attempt_id(first, (row.attempt or 1) + 1)
-
-
 def occupied(ctx: PlanContext, ids: list[str]) -> set[str]:
     """Which of ``ids`` hold a document, read in the commit's transaction."""
     uris = {child: ctx.gdr(child) for child in ids}
@@ -195,27 +191,10 @@ def redrive_row(m: Instance, ctx: PlanContext, place: int, derived: str
                 ) -> selection.BulkRefusal | None:
     """Turn row ``place`` into its next attempt, queued with its handoff as the seed."""
     row = m.subworkflows[place]
-    handoff = row.seed or row.handoff
-    if handoff is None:
-        return selection.BulkRefusal(row.child_id, row.rowKey, HANDOFF_MISSING,
-                                "the row was spawned before handoffs were kept; "
-                                "its child cannot be rebuilt")
-    if ctx.definition(row.definition, handoff.version) is None:
-        return selection.BulkRefusal(row.child_id, row.rowKey, "spawn-definition-unresolved",
-                                f"{row.definition} v{handoff.version} is not deployed")
-    if row.observed is None:  # skipped while queued: its child never existed, so the
-        # row simply waits again under the same id and attempt
-        previous, attempt, ref = list(row.previousChildIds or []), row.attempt or 1, row.ref
-    else:
-        previous = [*(row.previousChildIds or []), row.child_id]
-        attempt = (row.attempt or 1) + 1
-        ref = Ref(id=ctx.gdr(next_id(row)), type=INSTANCE_TYPE)
-    replace_row(m, place, ref=ref, queued=True, seed=handoff, handoff=None, resolved=None,
-                observed=None, outcome=None, outputs=None, outputsError=None,
-                abortPending=None, abortReason=None, cancelPending=None, detached=None,
-                attempt=attempt if attempt > 1 else None,
-                previousChildIds=previous or None,
-                bulkKeys=selection.with_mark(row, ctx, derived, OP))
+    queued = requeue(m, ctx, place, bulkKeys=selection.with_mark(row, ctx, derived, OP))
+    if isinstance(queued, selection.BulkRefusal):
+        return queued
+    ref, attempt, previous = queued
     record(m, ctx, "subworkflowRedriven", activity=row.activity, instanceRef=ref.to_json(),
            rowKey=row.rowKey, attempt=attempt,
            previousChildId=previous[-1] if previous else None,

@@ -37,6 +37,10 @@ SCHEME = 2
 without it counted them under ``aborted:aborted`` (or ``cancelled:cancelled``) and is
 computed again."""
 BUDGET_MARK = "budget"
+QUORUM_MARK = "complete"
+"""Rows a complete cohort skipped or stopped (``outcomes.stopped_by_quorum``): aborted only."""
+RETRY_MARK = "retrying"
+"""Queued rows waiting for an automatic retry (``retryAt`` set: core/cohort/retry.py)."""
 
 Summary = list[dict[str, Any]]
 
@@ -48,7 +52,16 @@ def tally(row: SubworkflowEntry) -> str:
     key = f"{row_state(row)[0]}:{outcome or ''}"
     if outcomes.stopped_by_budget(outcome, row.abortReason):
         key = f"{key}:{BUDGET_MARK}"
+    elif outcomes.stopped_by_quorum(outcome, row.abortReason):
+        key = f"{key}:{QUORUM_MARK}"
+    elif row.queued and row.retryAt is not None and row.resolved is None:
+        key = f"{key}:{RETRY_MARK}"
     return key
+
+
+def marked(key: str, mark: str) -> bool:
+    """Whether a tally key carries ``mark`` (``budget``, ``complete``, ``retrying``)."""
+    return key.count(":") == 2 and key.rsplit(":", 1)[1] == mark
 
 
 def split(key: str) -> tuple[str, str | None]:
@@ -155,7 +168,8 @@ def failed(entry: dict[str, Any] | None) -> int:
     """``Cohort.failed`` and a budget's ``used``: rows whose outcome is failed or aborted,
     the budget's stopped rows left out (``outcomes.counts_as_failed``)."""
     return sum(int(value) for key, value in (entry or {}).get("counts", {}).items()
-               if split(key)[1] in outcomes.FAILING and not stopped(key))
+               if split(key)[1] in outcomes.FAILING and not stopped(key)
+               and not marked(key, QUORUM_MARK))
 
 
 def counts(entry: dict[str, Any] | None) -> CohortCounts:

@@ -1,0 +1,161 @@
+"""Quorum completion of a cohort (``spawn.completeWhen``; pure, no I/O).
+
+docs/subworkflows.md#settlement. ``completeWhen`` is a GROQ condition over
+``$cohort`` (the cohort's counts), evaluated in every commit that changes the
+counts of a cohort not complete yet (``evaluate``), on the counts as that
+commit leaves them. The first commit in which it holds completes the cohort
+(``complete``), all in that commit:
+
+* rows not started (queued, waiting for a retry) are skipped: ABORTED,
+  outcome ``aborted``, ``abortReason: "cohort-complete"``; they never get a
+  child and the failure budget does not count them;
+* live children follow ``onComplete``: ``abort`` (default) condemns them with
+  the same reason (the drain aborts them, crash-safe through ``owesAborts``),
+  ``cancel`` owes each a graceful cancel request (``owesCancels``),
+  ``continue`` lets them finish;
+* the cohort's setting records ``completedAt`` (``$cohort.complete``,
+  ``Cohort.complete``) and its registration stops (``registration`` cleared);
+* the parent's history records ``cohortComplete`` once.
+
+A complete cohort takes no redrive (``redrive-not-allowed``, reason
+``cohort-complete``) and no retry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from kinflow import groq
+from kinflow.core import cancellation
+from kinflow.core.cohort import outcomes, tallies
+from kinflow.core.cohort.chunks import replace_row
+from kinflow.core.cohort.deadlines import block
+from kinflow.core.cohort.window import setting
+from kinflow.core.conditions import Renderer, evaluate_expression
+from kinflow.core.context import PlanContext
+from kinflow.core.history import record
+from kinflow.core.state import AbortPending, CohortWindow, Instance, ResolvedRow, SubworkflowEntry
+from kinflow.define import sites
+from kinflow.define.models import WorkflowDefinition
+
+REASON = outcomes.COMPLETE_STOPPED
+ABORT = "abort"
+CANCEL = "cancel"
+CONTINUE = "continue"
+Cohort = tuple[str, str]
+
+
+def cohort_object(entry: dict[str, Any] | None, own: CohortWindow | None) -> dict[str, Any]:
+    """``$cohort`` as the quorum reads it, from a cohort's summary entry (tallies)."""
+    counts = tallies.counts(entry)
+    found = (entry or {}).get("counts", {})
+    retrying = sum(int(v) for k, v in found.items() if tallies.marked(k, tallies.RETRY_MARK))
+    registering = own is not None and own.registration is not None
+    paused = own is not None and own.pausedAt is not None
+    return {
+        "total": counts.total, "registering": registering, "active": counts.active,
+        "queued": counts.queued, "done": counts.done,
+        "succeeded": tallies.count_where(entry, None, [outcomes.SUCCEEDED]),
+        "failed": counts.failed, "aborted": counts.aborted, "cancelled": counts.cancelled,
+        "timedOut": tallies.count_where(entry, None, [outcomes.TIMED_OUT]),
+        "retrying": retrying, "paused": paused,
+        "complete": own is not None and own.completedAt is not None,
+        "settled": not registering and counts.active == 0 and counts.queued == 0,
+    }
+
+
+def holds(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
+          text: str, activity: str, cohort: dict[str, Any]) -> bool:
+    """Whether ``completeWhen`` is true (an error or a non-boolean is not)."""
+    variables = Renderer(instance, definition, ctx).variables(sites.COMPLETE_WHEN, activity)
+    variables["cohort"] = cohort
+    try:
+        return evaluate_expression(text, variables, ctx.now) is True
+    except groq.GroqError:
+        return False
+
+
+def evaluate(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
+             base: list[SubworkflowEntry], places: list[int]) -> int:
+    """Complete every cohort among the changed rows ``places`` whose ``completeWhen``
+    now holds for the first time; how many completed."""
+    if instance.terminal or not places:
+        return 0
+    rows = instance.subworkflows
+    changed: dict[Cohort, SubworkflowEntry] = {}
+    for place in places:
+        row = rows[place]
+        changed.setdefault((row.activity, row.stageEntry), row)
+    summary: tallies.Summary | None = None
+    done = 0
+    for cohort, row in changed.items():
+        spawn = block(definition, row)
+        own = setting(instance, cohort)
+        if spawn is None or spawn.completeWhen is None or (
+                own is not None and own.completedAt is not None):
+            continue
+        if summary is None:  # the counts as this commit leaves them
+            summary = tallies.updated(instance.cohortRows, base, rows,
+                                      sorted({p // tallies.CHUNK for p in places}))
+        entry = next((e for e in summary
+                      if (e["activity"], e["stageEntry"]) == cohort), None)
+        if not holds(instance, definition, ctx, spawn.completeWhen, cohort[0],
+                     cohort_object(entry, own)):
+            continue
+        complete(instance, ctx, cohort, spawn.onComplete or ABORT, entry)
+        done += 1
+    return done
+
+
+def _places(instance: Instance, cohort: Cohort, entry: dict[str, Any] | None) -> Iterable[int]:
+    rows = instance.subworkflows
+    lo = int(entry["first"]) if entry else 0
+    hi = int(entry["last"]) + 1 if entry else len(rows)
+    return (i for i in range(lo, min(hi, len(rows)))
+            if (rows[i].activity, rows[i].stageEntry) == cohort)
+
+
+def complete(instance: Instance, ctx: PlanContext, cohort: Cohort, policy: str,
+             entry: dict[str, Any] | None) -> None:
+    """Skip the rows not started, treat live children per ``policy``, mark, record."""
+    reason = (f'the cohort of activity "{cohort[0]}" is complete (completeWhen held; '
+              f"onComplete: {policy})")
+    skipped = stopped = 0
+    for index in _places(instance, cohort, entry):
+        row = instance.subworkflows[index]
+        if row.resolved is not None:
+            continue
+        if row.queued:
+            replace_row(instance, index, queued=None, retryAt=None,
+                        outcome=outcomes.ABORTED, abortReason=REASON,
+                        resolved=ResolvedRow(at=ctx.now_iso, aborted=True, detail=REASON))
+            record(instance, ctx, "subworkflowResolved", activity=row.activity,
+                   instanceRef=row.ref.to_json(), status="aborted", detail=REASON)
+            skipped += 1
+        elif row.abortPending is not None or row.cancelPending is not None:
+            continue
+        elif policy == ABORT:
+            replace_row(instance, index, abortReason=REASON,
+                        abortPending=AbortPending(at=ctx.now_iso, reason=reason))
+            stopped += 1
+        elif policy == CANCEL:
+            cancellation.request_row(instance, ctx, index, reason)
+            replace_row(instance, index, abortReason=REASON)
+            stopped += 1
+    _mark(instance, cohort, completedAt=ctx.now_iso, registration=None)
+    record(instance, ctx, "cohortComplete", activity=cohort[0], stageEntry=cohort[1],
+           onComplete=policy, skipped=skipped, stopped=stopped)
+
+
+def _mark(instance: Instance, cohort: Cohort, **changes: Any) -> None:
+    kept = [e for e in instance.cohorts or [] if (e.activity, e.stageEntry) != cohort]
+    own = setting(instance, cohort)
+    updated = (own.model_copy(update=changes) if own is not None
+               else CohortWindow(activity=cohort[0], stageEntry=cohort[1], **changes))
+    instance.cohorts = [*kept, updated]
+
+
+def is_complete(instance: Instance, cohort: Cohort) -> bool:
+    own = setting(instance, cohort)
+    return own is not None and own.completedAt is not None
