@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import strawberry
 
-from kinflow.core.cohort import tallies
+from kinflow.core.cohort import outcomes, tallies
 from kinflow.core.cohort.registry import CohortCounts, Row, count
 from kinflow.schema.budget import FailureBudget, cohort_budget
 from kinflow.schema.bulk import CohortFilter, cohort_closed
@@ -71,6 +71,32 @@ class Cohort:
     @strawberry.field(description="Rows CANCELLED (a cancellation skipped or ended them).")
     def cancelled(self) -> int:
         return self.counts.cancelled
+
+    @strawberry.field(description="Queued rows waiting for an automatic retry (a retryAt); "
+                      "they count in queued too.")
+    def retrying(self) -> int:
+        if self.source is not None:
+            return sum(int(n) for key, n in self.source.entry.get("counts", {}).items()
+                       if tallies.marked(key, tallies.RETRY_MARK))
+        return sum(1 for r in self.selected if r.status == "queued" and r.retry_at)
+
+    @strawberry.field(description="Rows whose latest attempt timed out (outcome timed-out); "
+                      "they count in failed too.")
+    def timed_out(self) -> int:
+        if self.source is not None:
+            return tallies.count_where(self.source.entry, None, [outcomes.TIMED_OUT])
+        return sum(1 for r in self.selected if r.outcome == outcomes.TIMED_OUT)
+
+    @strawberry.field(description="completeWhen held: the rows not started were skipped "
+                      "(abortReason cohort-complete) and the cohort takes no redrive.")
+    async def complete(self, info: KInfo) -> bool:
+        if not self.selected:
+            return False
+        parent = await info.context.loaders.instance(str(self.parent_id))
+        visit = self.selected[-1].stage_entry
+        return any((s.get("activity"), s.get("stageEntry")) == (self.activity, visit)
+                   and s.get("completedAt") is not None
+                   for s in (parent or {}).get("cohorts") or [])
 
     @strawberry.field(description="A cancelCohort or abortCohort without a filter closed "
                       "the cohort: its queued rows were skipped and a spawn that would add "

@@ -149,6 +149,21 @@ class Subworkflow:
     def cancelling(self) -> bool:
         return self.row.cancelling
 
+    @strawberry.field(description="When the current attempt's child was created; null while "
+                      "queued (docs/subworkflows.md#settlement).")
+    def started_at(self) -> DateTime | None:
+        return DateTime(self.row.started_at) if self.row.started_at else None
+
+    @strawberry.field(description="startedAt + spawn.childTimeoutSeconds: a child still live "
+                      "then is timed out; null without a timeout.")
+    def deadline_at(self) -> DateTime | None:
+        return DateTime(self.row.deadline_at) if self.row.deadline_at else None
+
+    @strawberry.field(description="A queued row waiting for an automatic retry may start from "
+                      "then; null once started or skipped.")
+    def retry_at(self) -> DateTime | None:
+        return DateTime(self.row.retry_at) if self.row.retry_at else None
+
 
 @strawberry.type(description="A page of a cohort's rows, in registry (forEach) order.")
 class SubworkflowConnection:

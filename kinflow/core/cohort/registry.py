@@ -128,6 +128,10 @@ class Row:
     attempt: int = 1
     previous_child_ids: tuple[str, ...] = ()
     cancelling: bool = False  # the live child is CANCELLING
+    # settlement (core/cohort/deadlines.py, retry.py): the attempt's clock and a retry's time
+    started_at: str | None = None
+    deadline_at: str | None = None
+    retry_at: str | None = None
 
 
 def registry_rows(parent: Doc) -> list[Row]:
@@ -167,6 +171,9 @@ def api_row(parent_id: str, entry: SubworkflowEntry, open_key: str | None,
         attempt=view["attempt"],
         previous_child_ids=tuple(view["previousChildIds"]),
         cancelling=bool(view["cancelling"]),
+        started_at=entry.startedAt,
+        deadline_at=entry.deadlineAt,
+        retry_at=entry.retryAt,
     )  # fmt: skip
 
 
