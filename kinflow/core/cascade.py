@@ -171,7 +171,7 @@ def next_evaluation_at(
     def consider(text: str | None, site: sites.Site, activity: str | None = None) -> None:
         if text is None or not reads_now(text):
             return
-        flip = next_flip(text, renderer.variables(site, activity), ctx.now)
+        flip = next_flip(text, renderer.variables(site, activity, text=text), ctx.now)
         if flip is not None:
             candidates.append(flip)
 

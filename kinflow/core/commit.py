@@ -38,7 +38,8 @@ from kinflow.core.actions import Spawner
 from kinflow.core.cascade import hop, next_evaluation_at
 from kinflow.core.cohort import budget as failure_budget
 from kinflow.core.cohort import deadlines, settlement, spawn, tallies, window
-from kinflow.core.cohort.chunks import row_writes
+from kinflow.core.cohort.aggregates import refresh as fold_aggregates
+from kinflow.core.cohort.chunks import CHUNK, REPLACED, row_writes
 from kinflow.core.cohort.observe import condemned
 from kinflow.core.cohort.row_history import history_index
 from kinflow.core.context import Limits, PlanContext, iso
@@ -193,6 +194,9 @@ class Commit:
         if rows:  # the cohorts' counts follow the chunks this commit rewrites
             m.cohortRows = tallies.updated(m.cohortRows, self.rows_base, m.subworkflows,
                                                 [doc["chunk"] for doc in rows.chunks])
+            fold_aggregates(m, self.definition, self.rows_base,  # in the same commit
+                            [doc["chunk"] for doc in rows.chunks], CHUNK)
+        m._derived.pop(REPLACED, None)  # the summary follows the rows now (cohort/counts.py)
         if m.subworkflows:
             m.rowCount = len(m.subworkflows)
         after = m.stored_json()

@@ -29,10 +29,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kinflow import groq
+from kinflow.core.cohort import counts
 from kinflow.core.cohort.registry import subworkflow_rows
 from kinflow.core.context import Actor, PlanContext
+from kinflow.core.errors import CohortTooLargeForRows
 from kinflow.core.state import Instance, ResolvedField, StageEntry
-from kinflow.define import sites
+from kinflow.define import expressions, sites
 from kinflow.define.models import WorkflowDefinition
 from kinflow.timestamps import iso
 
@@ -194,8 +196,20 @@ def _context(instance: Instance) -> dict[str, Any]:
     return out
 
 
+ROW_VARIABLES = frozenset({"subworkflows", "cohort", "cohorts"})
+"""Variables bound only for the expressions that read them: ``$subworkflows`` costs a
+view per row, ``$cohort``/``$cohorts`` a look at the cohorts' summary."""
+
+
 def always_variables(instance: Instance, ctx: PlanContext) -> dict[str, Any]:
-    """The variables every site binds, except ``$fields`` and predicates."""
+    """The variables every site binds, except ``$fields`` and predicates (``$subworkflows``
+    included; ``$cohort`` and ``$cohorts`` are the ``Renderer``'s)."""
+    return {**light_variables(instance, ctx),
+            "subworkflows": subworkflow_rows(instance, instance.open_entry())}
+
+
+def light_variables(instance: Instance, ctx: PlanContext) -> dict[str, Any]:
+    """``always_variables`` without the ones that look at the registry."""
     entry = instance.open_entry()
     activities = entry.activities if entry is not None else []
     effects, effect_status = _effects(instance, entry)
@@ -211,8 +225,24 @@ def always_variables(instance: Instance, ctx: PlanContext) -> dict[str, Any]:
         "activities": [a.to_json() for a in activities],
         "allActivitiesDone": all(a.status in ("done", "skipped") for a in activities),
         "anyActivityFailed": any(a.status == "failed" for a in activities),
-        "subworkflows": subworkflow_rows(instance, entry),
     }
+
+
+def subworkflows_for(instance: Instance, ctx: PlanContext, text: str | None
+                     ) -> list[dict[str, Any]]:
+    """``$subworkflows`` for the expression ``text``: refused with
+    ``cohort-too-large-for-rows`` when the parent holds a cohort of
+    ``Limits.condition_rows`` rows or more (``$cohort`` reads its counts instead)."""
+    biggest = counts.largest(instance)
+    if biggest is not None and biggest[2] >= ctx.limits.condition_rows:
+        activity, stage_entry, size = biggest
+        raise CohortTooLargeForRows(
+            f"a condition reads $subworkflows, but the cohort of activity {activity!r} has "
+            f"{size} rows (at most {ctx.limits.condition_rows - 1} may be read as rows); "
+            "read its counts with $cohort or $cohorts instead", instanceId=instance.id_,
+            activity=activity, stageEntry=stage_entry, rows=size,
+            limit=ctx.limits.condition_rows, condition=(text or "")[:200])
+    return subworkflow_rows(instance, instance.open_entry())
 
 
 def is_assigned(instance: Instance, actor: Actor, activity: str | None) -> bool:
@@ -244,8 +274,30 @@ class Renderer:
         self.instance = instance
         self.definition = definition
         self.ctx = ctx
-        self._always = always_variables(instance, ctx)
+        self._always = light_variables(instance, ctx)
         self._predicates: dict[str, Any] | None = None
+
+    def row_variables(self, activity: str | None, text: str | None) -> dict[str, Any]:
+        """``$subworkflows``, ``$cohort`` and ``$cohorts`` where ``text`` reads them (every
+        one without a text). ``$cohort`` is the cohort of the site's own activity in the
+        open visit; null where the site has none (a transition's ``when``) or its activity
+        spawns nothing."""
+        reads = ROW_VARIABLES if text is None else expressions.read_variables(text)
+        out: dict[str, Any] = {}
+        if "subworkflows" in reads:
+            if text is None:
+                out["subworkflows"] = subworkflow_rows(self.instance,
+                                                       self.instance.open_entry())
+            else:
+                out["subworkflows"] = subworkflows_for(self.instance, self.ctx, text)
+        if "cohort" in reads:
+            visit = self.instance.open_entry()
+            out["cohort"] = (counts.own_cohort(self.instance, self.definition, activity,
+                                               visit.key_)
+                             if activity is not None and visit is not None else None)
+        if "cohorts" in reads:
+            out["cohorts"] = counts.cohorts_object(self.instance, self.definition)
+        return out
 
     def predicates(self) -> dict[str, Any]:
         if self._predicates is None:
@@ -253,7 +305,7 @@ class Renderer:
                     "assigned": False}
             values: dict[str, Any] = {}
             for name, text in (self.definition.predicates or {}).items():
-                verdict = check(text, base, self.ctx.now)
+                verdict = check(text, {**base, **self.row_variables(None, text)}, self.ctx.now)
                 values[name] = None if verdict.outcome is Outcome.UNEVALUABLE else verdict.value
             self._predicates = values
         return self._predicates
@@ -266,8 +318,11 @@ class Renderer:
         actor: Actor | None = None,
         params: dict[str, Any] | None = None,
         row: Any = None,
+        text: str | None = None,
     ) -> dict[str, Any]:
-        out = {**self.predicates(), **self._always,
+        """The variables ``site`` binds; with ``text``, the registry's only where it reads
+        them (``row_variables``)."""
+        out = {**self.predicates(), **self._always, **self.row_variables(activity, text),
                "fields": render_fields(self.instance, self.ctx, site.window, activity)}
         if "assigned" in site.extra:
             out["assigned"] = (
@@ -286,14 +341,14 @@ class Renderer:
               **caller: Any) -> Verdict:
         if text is None:
             return Verdict(Outcome.SATISFIED, True)
-        return check(text, self.variables(site, activity, **caller), self.ctx.now)
+        return check(text, self.variables(site, activity, text=text, **caller), self.ctx.now)
 
     def value(self, text: str, site: sites.Site, activity: str | None = None,
               **caller: Any) -> Any:
         """Evaluate an expression for its value (bindings, where-clauses); errors give null."""
         try:
-            return evaluate_expression(text, self.variables(site, activity, **caller),
-                                       self.ctx.now)
+            return evaluate_expression(text, self.variables(site, activity, text=text,
+                                                            **caller), self.ctx.now)
         except groq.GroqError:
             return None
 

@@ -67,6 +67,8 @@ class Limits:
     spawn_depth: int = 6
     fan_out: int = 10_000
     spawn_txn: int = 256  # children created inside the spawning transaction
+    # a cohort this large may not be read as ``$subworkflows`` (core/cohort/counts.py)
+    condition_rows: int = 10_000
     # caller inputs and instance size (kinflow.core.inputs, kinflow.core.sizes)
     key_bytes: int = 256
     reason_bytes: int = 4096

@@ -19,6 +19,7 @@ __all__ = [
     "CascadeLimit",
     "ChildIdTaken",
     "CohortNotFound",
+    "CohortTooLargeForRows",
     "ConcurrentModification",
     "ContractViolation",
     "DefinitionInvalid",
@@ -315,6 +316,13 @@ class CohortClosed(KinflowError):
     a filter closed (``details``: activity, stageEntry, closedBy)."""
 
     code = "cohort-closed"
+
+
+class CohortTooLargeForRows(KinflowError):
+    """A condition reads ``$subworkflows`` while the parent holds a cohort too large to
+    read as rows (``Limits.condition_rows``); ``$cohort`` reads its counts instead."""
+
+    code = "cohort-too-large-for-rows"
 
 
 class InjectedFault(Exception):

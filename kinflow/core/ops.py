@@ -149,7 +149,7 @@ def _where(
 ) -> list[Any]:
     site = sites.WHERE_CALLER if source.caller_fired else sites.WHERE_CASCADE
     base = Renderer(instance, definition, ctx).variables(
-        site, source.activity, params=source.params
+        site, source.activity, params=source.params, text=op.where
     )
     patch = value_of(op.value, instance, ctx, source) if isinstance(op, UpdateWhereOp) else None
     out: list[Any] = []

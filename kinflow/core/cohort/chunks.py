@@ -83,10 +83,22 @@ class RowWrites:
         return bool(self.chunks)
 
 
+REPLACED = "replacedRows"
+"""``Instance._derived`` key: ``(id of the instance, {place: the row as first replaced})``,
+the rows a plan replaced since its summary (``cohortRows``) was made; the ``$cohort``
+counts correct the summary with them (core/cohort/counts.py). ``Commit.finish`` drops it
+once the summary follows the rows."""
+
+
 def replace_row(instance: Instance, index: int, **changes: Any) -> SubworkflowEntry:
     """Replace row ``index`` of ``instance``'s registry by a copy with ``changes``."""
-    new = instance.subworkflows[index].model_copy(update=changes)
+    old = instance.subworkflows[index]
+    new = old.model_copy(update=changes)
     instance.subworkflows[index] = new
+    kept = instance._derived.get(REPLACED)
+    if kept is None or kept[0] != id(instance):  # a copy's memo is its source's
+        kept = instance._derived[REPLACED] = (id(instance), {})
+    kept[1].setdefault(index, old)
     return new
 
 

@@ -32,10 +32,14 @@ from kinflow.core.cohort.registry import CohortCounts, outcome_view, row_state
 from kinflow.core.state import SubworkflowEntry
 
 CHUNK = 32  # = chunks.CHUNK (chunks imports this module)
-SCHEME = 2
-"""``tallies`` of an entry whose pairs tell the budget's stopped rows apart; an entry
-without it counted them under ``aborted:aborted`` (or ``cancelled:cancelled``) and is
-computed again."""
+SCHEME = 3
+"""``tallies`` of an entry whose pairs also mark rows waiting for a retry (``:retrying``)
+and rows a complete cohort stopped (``:complete``). Scheme 2 told the budget's stopped rows
+apart and is read and updated as is (no row of its time could wait for a retry or be
+stopped by a quorum, and a timed-out row is a pair of its own, ``aborted:timed-out``); an
+entry without a scheme counted the budget's rows under ``aborted:aborted`` (or
+``cancelled:cancelled``) and is computed again."""
+READABLE = frozenset({2, SCHEME})
 BUDGET_MARK = "budget"
 QUORUM_MARK = "complete"
 """Rows a complete cohort skipped or stopped (``outcomes.stopped_by_quorum``): aborted only."""
@@ -79,7 +83,7 @@ def stopped(key: str) -> bool:
 def current(entry: dict[str, Any]) -> bool:
     """Whether an entry's counts tell budget-stopped rows apart (``SCHEME``); an older
     one without any aborted or cancelled row counts the same either way."""
-    return entry.get("tallies") == SCHEME or not any(
+    return entry.get("tallies") in READABLE or not any(
         split(key) in (("aborted", outcomes.ABORTED), ("cancelled", outcomes.CANCELLED))
         for key in entry.get("counts", {}))
 
@@ -124,7 +128,7 @@ def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
     the stored ``summary`` describes, ``rows`` the registry now. Without a stored
     summary (rows written before summaries existed) or with one of an older tally scheme
     it is computed whole, once."""
-    if summary is None or any("chunks" not in e or e.get("tallies") != SCHEME
+    if summary is None or any("chunks" not in e or e.get("tallies") not in READABLE
                               for e in summary):
         return summarise(rows)
     found = {(e["activity"], e["stageEntry"]): {
@@ -165,8 +169,9 @@ def total(entry: dict[str, Any] | None) -> int:
 
 
 def failed(entry: dict[str, Any] | None) -> int:
-    """``Cohort.failed`` and a budget's ``used``: rows whose outcome is failed or aborted,
-    the budget's stopped rows left out (``outcomes.counts_as_failed``)."""
+    """``Cohort.failed`` and a budget's ``used``: rows whose outcome is failed, aborted or
+    timed-out, the rows the budget or a quorum stopped left out
+    (``outcomes.counts_as_failed``)."""
     return sum(int(value) for key, value in (entry or {}).get("counts", {}).items()
                if split(key)[1] in outcomes.FAILING and not stopped(key)
                and not marked(key, QUORUM_MARK))
