@@ -36,8 +36,8 @@ from kinflow.core import cancellation, readmodel
 from kinflow.core import effects as fx
 from kinflow.core.actions import Spawner
 from kinflow.core.cascade import hop, next_evaluation_at
+from kinflow.core.cohort import admission, deadlines, settlement, spawn, tallies, window
 from kinflow.core.cohort import budget as failure_budget
-from kinflow.core.cohort import deadlines, settlement, spawn, tallies, window
 from kinflow.core.cohort.aggregates import refresh as fold_aggregates
 from kinflow.core.cohort.chunks import CHUNK, REPLACED, row_writes
 from kinflow.core.cohort.observe import condemned
@@ -115,8 +115,15 @@ class Commit:
         """This commit's ``Spawner``: every child created settled and registered, but
         those beyond their cohort's window, registered queued (core/cohort/window.py)."""
         active: dict[window.Cohort, int] | None = None
+        regulated = False
         for seed in plan():
             key = (seed.activity, seed.entry_key)
+            if admission.regulated(admission.spawn_block(
+                    self.definition, seed.stage, seed.activity, seed.action),
+                    admission.setting(instance, key)):
+                spawn.register_queued(instance, self.ctx, seed)  # the fill below chooses
+                regulated = True
+                continue
             cap = self._window(instance, seed)
             if cap is not None:
                 active = window.active_counts(instance) if active is None else active
@@ -130,6 +137,8 @@ class Commit:
             spawn.register(instance, self.ctx, seed, child)
             if active is not None and not child.terminal:
                 active[key] = active.get(key, 0) + 1
+        if regulated:  # priority, keys, a rate or a pause choose the first rows to start
+            window.fill(instance, self.definition, self.ctx, self.start_queued)
         # children that failed at once may exceed a budget: act before the hop goes on
         self.settle_rows()  # (a failure with a retry left is re-queued, not counted)
         failure_budget.enforce(instance, self.definition, self.ctx)
@@ -266,6 +275,10 @@ def finalise(m: Instance, definition: WorkflowDefinition, ctx: PlanContext) -> N
         settling = deadlines.due(m, ctx.now)
         if settling is not None and (due is None or settling < due):
             due = settling
+    if m.subworkflows and admission.rated(m, definition):  # a start rate's next slot
+        slot = admission.due(m, definition, window.occupancy(m).waiting, ctx.now)
+        if slot is not None and (due is None or slot < due):
+            due = slot
     m.nextEvaluationAt = iso(due) if due is not None else None
     m.watch = reference_ids(m)
     m.owesAborts = True if condemned(m) else None

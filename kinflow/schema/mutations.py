@@ -15,6 +15,7 @@ from typing import Any
 import strawberry
 
 from kinflow.core.owned import check_content_write, check_instance_id
+from kinflow.engine import Instance
 from kinflow.engine import OperationResult as EngineResult
 from kinflow.engine.registry_cache import registry_rows
 from kinflow.errors import DatasetNotFound, InvalidInput
@@ -166,10 +167,11 @@ class Mutation:
             instance_id, reason=reason, idempotency_key=idempotency_key, actor=actor,
         ))  # fmt: skip
 
-    @strawberry.mutation(description="Change a cohort's window or failure budget. Raising "
-                         "maxActive starts queued rows at once; lowering it lets running "
-                         "children finish. A failureBudget (count N or percent P) already "
-                         "exceeded acts at once.")
+    @strawberry.mutation(description="Change a cohort's window, failure budget, per-key "
+                         "window or start rate. Raising maxActive starts queued rows at once; "
+                         "lowering it lets running children finish. A failureBudget (count N "
+                         "or percent P) already exceeded acts at once. maxActivePerKey and "
+                         "startRate {count, perSeconds} apply in the same commit.")
     async def update_cohort(
         self,
         info: KInfo,
@@ -177,14 +179,47 @@ class Mutation:
         activity: str,
         max_active: int | None = None,
         failure_budget: JSON | None = None,
+        max_active_per_key: int | None = None,
+        start_rate: JSON | None = None,
     ) -> Cohort:
         actor = roles.require(info)
         parent = await info.context.engine.update_cohort(
             check_document_id(parent_id), activity, max_active=max_active,
-            failure_budget=failure_budget, actor=actor)
-        doc = parent.to_json()
-        rows = cohort_rows(registry_rows(doc), activity)
-        return Cohort.of(parent.id_, activity, rows, cohort_window(doc, activity, rows))
+            failure_budget=failure_budget, max_active_per_key=max_active_per_key,
+            start_rate=start_rate, actor=actor)
+        return _cohort_of(parent, activity)
+
+    @strawberry.mutation(description="Pause a cohort: no queued row starts and no retry is "
+                         "admitted until resumeCohort; live children run on. Pausing a paused "
+                         "cohort answers it unchanged.")
+    async def pause_cohort(
+        self,
+        info: KInfo,
+        parent_id: strawberry.ID,
+        activity: str,
+        reason: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Cohort:
+        actor = roles.require(info)
+        parent = await info.context.engine.pause_cohort(
+            check_document_id(parent_id), activity, reason=reason,
+            idempotency_key=idempotency_key, actor=actor)
+        return _cohort_of(parent, activity)
+
+    @strawberry.mutation(description="Resume a paused cohort: what its window, keys and rate "
+                         "admit starts at once. Resuming a running cohort answers it unchanged.")
+    async def resume_cohort(
+        self,
+        info: KInfo,
+        parent_id: strawberry.ID,
+        activity: str,
+        idempotency_key: str | None = None,
+    ) -> Cohort:
+        actor = roles.require(info)
+        parent = await info.context.engine.resume_cohort(
+            check_document_id(parent_id), activity, idempotency_key=idempotency_key,
+            actor=actor)
+        return _cohort_of(parent, activity)
 
     @strawberry.mutation(description="A new attempt for each matching row whose child "
                          "finished failed, aborted or cancelled; succeeded and live rows are "
@@ -383,3 +418,10 @@ async def _react(info: KInfo, dataset: str, doc_id: str, actor: Any) -> None:
         await engine.react_to_document_change(format_gdr(dataset, doc_id), actor=actor)
     except Exception:  # the write succeeded; the heartbeat will catch up
         log.warning("re-evaluating instances that read %s failed", doc_id, exc_info=True)
+
+
+def _cohort_of(parent: Instance, activity: str) -> Cohort:
+    """The answer of a cohort verb: the cohort as the parent holds it after the commit."""
+    doc = parent.to_json()
+    rows = cohort_rows(registry_rows(doc), activity)
+    return Cohort.of(parent.id_, activity, rows, cohort_window(doc, activity, rows), doc)

@@ -24,6 +24,8 @@ MUTATIONS: dict[str, str] = {
     "abortInstance": OPERATOR,
     "cancelInstance": OPERATOR,
     "updateCohort": OPERATOR,
+    "pauseCohort": OPERATOR,
+    "resumeCohort": OPERATOR,
     "redriveCohort": OPERATOR,
     "fireCohort": OPERATOR,
     "abortCohort": OPERATOR,

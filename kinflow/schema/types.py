@@ -164,6 +164,15 @@ class Subworkflow:
     def retry_at(self) -> DateTime | None:
         return DateTime(self.row.retry_at) if self.row.retry_at else None
 
+    @strawberry.field(description="The row's priority (spawn.priority): queued rows start "
+                      "highest first; null when the spawn declares none.")
+    def priority(self) -> float | None:
+        return self.row.priority
+
+    @strawberry.field(description="The row's concurrencyKey (spawn.concurrencyKey).")
+    def key(self) -> str | None:
+        return self.row.key
+
 
 @strawberry.type(description="A page of a cohort's rows, in registry (forEach) order.")
 class SubworkflowConnection:

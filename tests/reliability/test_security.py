@@ -41,6 +41,8 @@ MUTATIONS: dict[str, str] = {
     "cancelInstance": "cancelInstance(instanceId: \"i\") { changed }",
     "tick": "tick(instanceId: \"i\") { changed }",
     "updateCohort": "updateCohort(parentId: \"i\", activity: \"a\", maxActive: 2) { total }",
+    "pauseCohort": "pauseCohort(parentId: \"i\", activity: \"a\") { paused }",
+    "resumeCohort": "resumeCohort(parentId: \"i\", activity: \"a\") { paused }",
     "redriveCohort": "redriveCohort(parentId: \"i\", activity: \"a\") { applied }",
     "fireCohort": "fireCohort(parentId: \"i\", activity: \"a\", childActivity: \"c\", "
                   "action: \"b\") { applied }",

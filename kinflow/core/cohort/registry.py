@@ -132,6 +132,8 @@ class Row:
     started_at: str | None = None
     deadline_at: str | None = None
     retry_at: str | None = None
+    priority: float | None = None  # admission (core/cohort/admission.py)
+    key: str | None = None  # the row's concurrencyKey
 
 
 def registry_rows(parent: Doc) -> list[Row]:
@@ -174,6 +176,8 @@ def api_row(parent_id: str, entry: SubworkflowEntry, open_key: str | None,
         started_at=entry.startedAt,
         deadline_at=entry.deadlineAt,
         retry_at=entry.retryAt,
+        priority=entry.priority,
+        key=entry.concurrencyKey,
     )  # fmt: skip
 
 
