@@ -10,12 +10,14 @@ from __future__ import annotations
 import strawberry
 
 from kinflow.core.cohort import outcomes, tallies
+from kinflow.core.cohort.aggregates import of_document as cohort_aggregates
 from kinflow.core.cohort.registry import CohortCounts, Row, count
 from kinflow.schema.budget import FailureBudget, cohort_budget
 from kinflow.schema.bulk import CohortFilter, cohort_closed
 from kinflow.schema.cohort_page import CohortSource, page_of_rows
 from kinflow.schema.context import KInfo
 from kinflow.schema.evaluation import caller_key
+from kinflow.schema.scalars import JSON
 from kinflow.schema.types import Subworkflow, SubworkflowConnection
 
 
@@ -97,6 +99,15 @@ class Cohort:
         return any((s.get("activity"), s.get("stageEntry")) == (self.activity, visit)
                    and s.get("completedAt") is not None
                    for s in (parent or {}).get("cohorts") or [])
+
+    @strawberry.field(description="The spawn's aggregate figures by name, kept as rows "
+                      "finish (sum/count 0 and min/max/avg null over no rows); null when "
+                      "the spawn declares none.")
+    async def aggregates(self, info: KInfo) -> JSON | None:
+        if not self.selected:
+            return None
+        parent = await info.context.loaders.instance(str(self.parent_id))
+        return cohort_aggregates(parent or {}, self.activity, self.selected[-1].stage_entry)
 
     @strawberry.field(description="A cancelCohort or abortCohort without a filter closed "
                       "the cohort: its queued rows were skipped and a spawn that would add "

@@ -37,6 +37,7 @@ from typing import Any
 
 from kinflow import groq
 from kinflow.core.cohort.registry import row_view
+from kinflow.core.definitions import parse_snapshot
 from kinflow.core.state import Instance, SubworkflowEntry
 from kinflow.define.cohort_keys import AggregateSpec, aggregate_specs
 from kinflow.define.models import WorkflowDefinition, find_action
@@ -217,6 +218,26 @@ def values(entry: dict[str, Any] | None, specs_: Sequence[AggregateSpec]) -> dic
     """``$cohort.aggregates`` / ``Cohort.aggregates``: each figure by name."""
     states = (entry or {}).get(FIELD) or {}
     return {spec.name: value(spec, states.get(spec.name)) for spec in specs_}
+
+
+def of_document(parent: dict[str, Any], activity: str, stage_entry: str
+                ) -> dict[str, Any] | None:
+    """``Cohort.aggregates``: the figures of a stored parent's cohort from its summary, or
+    ``None`` when the spawn declares none."""
+    visit = next((s.get("name") for s in parent.get("stages") or []
+                  if s.get("_key") == stage_entry), None)
+    snapshot = parent.get("definitionSnapshot")
+    if not isinstance(visit, str) or not isinstance(snapshot, str):
+        return None
+    definition = parse_snapshot(snapshot)
+    found = definition.activity(visit, activity)
+    for action in (found.actions or []) if found is not None else []:
+        if action.spawn is not None and action.spawn.aggregate:
+            entry = next((e for e in parent.get("cohortRows") or []
+                          if (e.get("activity"), e.get("stageEntry")) == (activity, stage_entry)),
+                         None)
+            return values(entry, specs(definition, visit, activity, action.name))
+    return None
 
 
 def refresh(instance: Instance, definition: WorkflowDefinition,
