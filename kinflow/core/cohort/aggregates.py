@@ -220,10 +220,9 @@ def values(entry: dict[str, Any] | None, specs_: Sequence[AggregateSpec]) -> dic
     return {spec.name: value(spec, states.get(spec.name)) for spec in specs_}
 
 
-def of_document(parent: dict[str, Any], activity: str, stage_entry: str
-                ) -> dict[str, Any] | None:
-    """``Cohort.aggregates``: the figures of a stored parent's cohort from its summary, or
-    ``None`` when the spawn declares none."""
+def of_document(parent: dict[str, Any], activity: str, stage_entry: str) -> Any:
+    """``Cohort.aggregates``: the figures of a stored parent's cohort from its summary (a
+    JSON object), or ``None`` when the spawn declares none."""
     visit = next((s.get("name") for s in parent.get("stages") or []
                   if s.get("_key") == stage_entry), None)
     snapshot = parent.get("definitionSnapshot")
