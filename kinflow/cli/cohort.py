@@ -25,6 +25,21 @@ def _shown(node: dict[str, Any]) -> str:
     return json_text(node["outputs"]) if node.get("outputs") is not None else ""
 
 
+def settlement_line(found: dict[str, Any]) -> str:
+    """Retries waiting, rows timed out and whether a quorum completed the cohort."""
+    return (f"retrying {found.get('retrying', 0):,}  timedOut {found.get('timedOut', 0):,}  "
+            f"complete {json_text(bool(found.get('complete')))}")
+
+
+def clock(node: dict[str, Any]) -> str:
+    """A row's time: a queued row's retry time, a live one's deadline."""
+    if node.get("retryAt"):
+        return f"retry at {node['retryAt']}"
+    if node.get("deadlineAt") and node.get("status") == "ACTIVE":
+        return f"deadline {node['deadlineAt']}"
+    return ""
+
+
 def control_line(found: dict[str, Any]) -> str:
     """The window, the failure budget and whether the cohort is closed, as the query's
     ``maxActive``, ``budget`` and ``closed`` read (JSON values: null, true, false)."""
@@ -41,13 +56,15 @@ def print_cohort(found: dict[str, Any], parent_id: str, activity: str) -> None:
     counts = "  ".join(f"{name} {found[name]:,}" for name in COUNTS)
     out.print(f"cohort {activity} of {parent_id}: {counts}", highlight=False)
     out.print(control_line(found), highlight=False)
+    out.print(settlement_line(found), highlight=False)
     table = Table(show_edge=False)
-    for column in ("row", "status", "outcome", "outputs", "attempt", "child"):
+    for column in ("row", "status", "outcome", "outputs", "attempt", "when", "child"):
         table.add_column(column)
     page = found["page"]
     for node in page["nodes"]:
         table.add_row(escape(node["rowKey"]), node["status"], node.get("outcome") or "",
-                      escape(_shown(node)), str(node.get("attempt") or 1), node["childId"])
+                      escape(_shown(node)), str(node.get("attempt") or 1), clock(node),
+                      node["childId"])
     out.print(table)
     more = page["totalCount"] - len(page["nodes"])
     if more > 0:

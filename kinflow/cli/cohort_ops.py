@@ -1,10 +1,10 @@
 """What ``kinflow cohort`` reads and runs, on the lake or against a server.
 
 With ``--url`` it sends the ``cohort`` query and the verb's mutation
-(``fireCohort``, ``cancelCohort``, ``abortCohort``, ``redriveCohort``: operator
-role); on the lake it reads and runs the same through ``cohort_local.py`` (the
-engine, imported only then). Both answer the query's shape, so the command
-prints one way.
+(``fireCohort``, ``cancelCohort``, ``abortCohort``, ``redriveCohort``,
+``pauseCohort``, ``resumeCohort``: operator role); on the lake it reads and runs
+the same through ``cohort_local.py`` (the engine, imported only then). Both
+answer the query's shape, so the command prints one way.
 """
 
 from __future__ import annotations
@@ -21,12 +21,18 @@ if TYPE_CHECKING:
 QUERY = """query($p: ID!, $a: String!, $first: Int, $w: CohortFilter) {
   cohort(parentId: $p, activity: $a) {
     total active queued done aborted failed cancelled maxActive closed
+    retrying timedOut complete
+    paused pausedReason maxActivePerKey startRate
+    keys(first: 20) { totalCount nodes { key active queued } }
     budget { count percent used exceeded stopped }
     page(first: $first, where: $w) { totalCount pageInfo { hasNextPage }
-      nodes { rowKey status outcome outputs outputsError childId attempt } } } }"""
+      nodes { rowKey status outcome outputs outputsError childId attempt
+        startedAt deadlineAt retryAt priority key } } } }"""
 BULK = """mutation($p: ID!, $a: String!, $w: CohortFilter%s) {
   %s(parentId: $p, activity: $a, where: $w%s) {
     matched applied skipped refusals { childId rowKey code message } } }"""
+PAUSING = """mutation($p: ID!, $a: String!%s) {
+  %s(parentId: $p, activity: $a%s) { paused pausedReason } }"""
 STATUSES = ("queued", "active", "done", "aborted", "cancelled")  # the ChildStatus values
 
 
@@ -130,3 +136,32 @@ async def bulk_on(backend: Backend, verb: BulkVerb, parent_id: str, activity: st
     from kinflow.cli.cohort_local import local_bulk
 
     return await local_bulk(backend, verb, parent_id, activity, statuses)
+
+
+def parse_pausing(pause: bool, resume: bool, reason: str | None) -> str | None:
+    """``pauseCohort`` or ``resumeCohort`` as ``--pause``/``--resume`` ask (at most one;
+    ``--reason`` goes with ``--pause``); ``invalid-input`` otherwise."""
+    if pause and resume:
+        raise InvalidInput("--pause and --resume cannot be combined; give one",
+                           argument="--resume")
+    if reason is not None and not pause:
+        raise InvalidInput("--reason goes with --pause", argument="--reason")
+    return "pauseCohort" if pause else "resumeCohort" if resume else None
+
+
+async def pausing_on(backend: Backend, op: str, parent_id: str, activity: str,
+                     reason: str | None) -> dict[str, Any]:
+    """Run ``pauseCohort`` or ``resumeCohort``; the cohort's ``paused`` and ``pausedReason``."""
+    if backend.remote:
+        from kinflow.cli.remote import RemoteBackend
+
+        assert isinstance(backend, RemoteBackend)
+        extra = ((", $r: String", ", reason: $r") if op == "pauseCohort" else ("", ""))
+        variables: dict[str, Any] = {"p": parent_id, "a": activity}
+        if op == "pauseCohort":
+            variables["r"] = reason
+        mutation = PAUSING % (extra[0], op, extra[1])
+        return dict((await backend.call(mutation, variables))[op])
+    from kinflow.cli.cohort_local import local_pausing
+
+    return await local_pausing(backend, op, parent_id, activity, reason)

@@ -22,8 +22,8 @@ def rows_of(output: str) -> dict[str, tuple[str, str]]:
     found = {}
     for line in output.splitlines():
         cells = [c.strip() for c in line.split("│")]
-        if len(cells) == 6 and cells[5].startswith("instance."):
-            found[cells[0]] = (cells[1], cells[5])
+        if len(cells) >= 6 and cells[-1].startswith("instance."):
+            found[cells[0]] = (cells[1], cells[-1])
     return found
 
 

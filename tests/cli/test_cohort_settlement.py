@@ -1,0 +1,60 @@
+"""``kinflow cohort`` prints a cohort's retries (with their time), timed-out rows and
+completion (docs/subworkflows.md#settlement), on the lake and through a server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.engine.outcome_defs import worker
+from tests.engine.settle_defs import settling
+
+from .test_cli import instance_id, invoke
+from .test_cohort import rows_of
+from .test_remote import server  # noqa: F401  (the running server fixture)
+
+pytestmark = pytest.mark.lake
+
+
+def started(tmp_path: Path, *remote: str, admin: tuple[str, ...] = ()) -> str:
+    definitions = tmp_path / "settle.json"
+    definitions.write_text(json.dumps([settling(
+        maxActive=2, childTimeoutSeconds=3600,
+        retry={"attempts": 2, "backoffSeconds": 600}), worker()]))
+    assert invoke("deploy", str(definitions), *(admin or remote))[0] == 0
+    names = [{"name": f"r{i}"} for i in range(3)]
+    status, output = invoke("start", "p", "--field", f"items={json.dumps(names)}", *remote)
+    assert status == 0, output
+    parent = instance_id(output)
+    assert invoke("fire", parent, "go", "go", *remote)[0] == 0
+    return parent
+
+
+def test_cohort_prints_retries_deadlines_and_completion(cli_env: str, tmp_path: Path) -> None:
+    parent = started(tmp_path)
+    status, output = invoke("cohort", parent, "translate")
+    assert status == 0, output
+    assert "retrying 0  timedOut 0  complete false" in output, output
+    assert "deadline 20" in output  # a live row's deadline
+    rows = rows_of(output)
+    assert invoke("fire", rows["r0"][1], "task", "give-up")[0] == 0
+    status, output = invoke("cohort", parent, "translate")
+    assert status == 0, output
+    assert "retrying 1  timedOut 0" in output, output
+    line = next(text for text in output.splitlines() if text.strip().startswith("r0"))
+    assert "QUEUED" in line and "retry at 20" in line and "-a2" in line, output
+
+
+def test_cohort_prints_retries_through_a_server(server: str, tmp_path: Path) -> None:  # noqa: F811
+    remote = ("--url", server, "--token", "ops-token-for-tests")
+    parent = started(tmp_path, *remote, admin=("--url", server, "--token", "admin-token-for-tests"))
+    status, output = invoke("cohort", parent, "translate", *remote)
+    assert status == 0, output
+    rows = rows_of(output)
+    assert invoke("fire", rows["r0"][1], "task", "give-up", *remote)[0] == 0
+    status, output = invoke("cohort", parent, "translate", *remote)
+    assert status == 0, output
+    assert "retrying 1  timedOut 0  complete false" in output, output
+    assert "retry at 20" in output, output
