@@ -1,6 +1,7 @@
-"""``kinflow cohort PARENT ACTIVITY [--status S] [--fire ACT/ACTION [--params JSON] |
---cancel | --abort | --redrive]``: a cohort's counts, window and budget and a page of its
-rows, optionally after a bulk verb on the rows ``--status`` selects (all rows without it).
+"""``kinflow cohort PARENT ACTIVITY [--status S] [--pause [--reason R] | --resume]
+[--fire ACT/ACTION [--params JSON] | --cancel | --abort | --redrive]``: a cohort's counts,
+window, budget and admission and a page of its rows, optionally after a pause or resume
+and a bulk verb on the rows ``--status`` selects (all rows without it).
 
 It prints what the ``cohort`` query answers, read on the lake or through a server
 (cohort_ops.py, imported when the command runs).
@@ -50,6 +51,21 @@ def control_line(found: dict[str, Any]) -> str:
             f"closed {json_text(bool(found.get('closed')))}")
 
 
+def admission_line(found: dict[str, Any]) -> str:
+    """Pause (with its reason), the per-key window, the start rate and the first keys."""
+    paused = (f"paused ({found.get('pausedReason')})" if found.get("paused")
+              and found.get("pausedReason") else
+              "paused" if found.get("paused") else "running")
+    line = (f"{paused}  maxActivePerKey {json_text(found.get('maxActivePerKey'))}  "
+            f"startRate {json_text(found.get('startRate'))}")
+    keys = found.get("keys") or {}
+    if keys.get("nodes"):
+        shown = ", ".join(f"{n['key']} {n['active']}/{n['queued']}" for n in keys["nodes"])
+        more = keys["totalCount"] - len(keys["nodes"])
+        line += f"  keys (active/queued): {shown}" + (f" +{more:,} more" if more > 0 else "")
+    return line
+
+
 def print_cohort(found: dict[str, Any], parent_id: str, activity: str) -> None:
     from rich.table import Table
 
@@ -57,6 +73,7 @@ def print_cohort(found: dict[str, Any], parent_id: str, activity: str) -> None:
     out.print(f"cohort {activity} of {parent_id}: {counts}", highlight=False)
     out.print(control_line(found), highlight=False)
     out.print(settlement_line(found), highlight=False)
+    out.print(escape(admission_line(found)), highlight=False)
     table = Table(show_edge=False)
     for column in ("row", "status", "outcome", "outputs", "attempt", "when", "child"):
         table.add_column(column)
@@ -102,6 +119,12 @@ def cohort(
     redrive: bool = typer.Option(False, "--redrive",
                                  help="Redrive the matching failed, aborted or cancelled "
                                       "rows first, and print what it did."),
+    pause: bool = typer.Option(False, "--pause",
+                               help="Pause the cohort first: no queued row starts and no "
+                                    "retry is admitted; live children run on."),
+    resume: bool = typer.Option(False, "--resume",
+                                help="Resume a paused cohort first."),
+    reason: str | None = typer.Option(None, "--reason", help="Why, with --pause."),
     first: int = typer.Option(50, "--first", help="Rows to print (at most 1000)."),
     url: str | None = typer.Option(None, "--url",
                                    help="Talk to a running server instead of the lake "
@@ -112,14 +135,24 @@ def cohort(
 ) -> None:
     """A cohort's counts, window, budget and rows (rowKey, status, outcome, outputs, child)."""
     from kinflow.cli.backends import open_backend
-    from kinflow.cli.cohort_ops import bulk_on, cohort_on, parse_statuses, parse_verb
+    from kinflow.cli.cohort_ops import (
+        bulk_on,
+        cohort_on,
+        parse_pausing,
+        parse_statuses,
+        parse_verb,
+        pausing_on,
+    )
 
     statuses = run_sync_parse(lambda: parse_statuses(status))
     verb = run_sync_parse(lambda: parse_verb(fire, params, cancel, abort, redrive))
+    pausing = run_sync_parse(lambda: parse_pausing(pause, resume, reason))
     url, token = target(url, token)
 
     async def work() -> tuple[dict[str, Any] | None, dict[str, Any]]:
         async with open_backend(url, token) as backend:
+            if pausing is not None:
+                await pausing_on(backend, pausing, parent, activity, reason)
             bulk = await bulk_on(backend, verb, parent, activity, statuses) if verb else None
             return bulk, await cohort_on(backend, parent, activity, first, statuses)
 

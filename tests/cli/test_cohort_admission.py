@@ -1,0 +1,67 @@
+"""``kinflow cohort --pause [--reason R] | --resume`` and the admission line (pause and
+its reason, the per-key window, the start rate, per-key counts), on the lake and through
+a server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.engine.outcome_defs import worker
+from tests.engine.test_admission import admitted
+
+from .test_cli import instance_id, invoke
+from .test_cohort import rows_of
+from .test_remote import server  # noqa: F401  (the running server fixture)
+
+pytestmark = pytest.mark.lake
+
+KEYED = "select($row in ['r0', 'r1'] => 'x', 'y')"
+
+
+def started(tmp_path: Path, *remote: str, admin: tuple[str, ...] = ()) -> str:
+    definitions = tmp_path / "admit.json"
+    definitions.write_text(json.dumps([admitted(
+        2, concurrencyKey=KEYED, maxActivePerKey=1,
+        startRate={"count": 50, "perSeconds": 60}), worker()]))
+    assert invoke("deploy", str(definitions), *(admin or remote))[0] == 0
+    names = [{"name": f"r{i}"} for i in range(5)]
+    status, output = invoke("start", "p", "--field", f"items={json.dumps(names)}", *remote)
+    assert status == 0, output
+    parent = instance_id(output)
+    assert invoke("fire", parent, "go", "go", *remote)[0] == 0
+    return parent
+
+
+def test_cohort_pauses_resumes_and_prints_admission(cli_env: str, tmp_path: Path) -> None:
+    parent = started(tmp_path)
+    status, output = invoke("cohort", parent, "translate")
+    assert status == 0, output
+    assert ('running  maxActivePerKey 1  startRate {"count":50,"perSeconds":60.0}  '
+            "keys (active/queued): x 1/1, y 1/2") in output, output
+    status, output = invoke("cohort", parent, "translate", "--pause", "--reason", "hold")
+    assert status == 0, output
+    assert "paused (hold)" in output, output
+    rows = rows_of(output)
+    assert invoke("fire", rows["r0"][1], "task", "finish", "--param", "words=1")[0] == 0
+    status, output = invoke("cohort", parent, "translate")
+    assert "total 5  active 1  queued 3" in output and "paused (hold)" in output, output
+    status, output = invoke("cohort", parent, "translate", "--resume")
+    assert status == 0, output
+    assert "running" in output and "total 5  active 2  queued 2" in output, output
+    status, output = invoke("cohort", parent, "translate", "--pause", "--resume")
+    assert status == 1 and "invalid-input" in output, output
+    status, output = invoke("cohort", parent, "translate", "--reason", "why")
+    assert status == 1 and "invalid-input" in output, output
+
+
+def test_cohort_pauses_through_a_server(server: str, tmp_path: Path) -> None:  # noqa: F811
+    remote = ("--url", server, "--token", "ops-token-for-tests")
+    parent = started(tmp_path, *remote, admin=("--url", server, "--token", "admin-token-for-tests"))
+    status, output = invoke("cohort", parent, "translate", "--pause", *remote)
+    assert status == 0, output
+    assert "paused  maxActivePerKey 1" in output and "x 1/1, y 1/2" in output, output
+    status, output = invoke("cohort", parent, "translate", "--resume", *remote)
+    assert status == 0 and "running" in output, output
