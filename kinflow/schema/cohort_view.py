@@ -7,17 +7,20 @@ document. Kept apart from ``kinflow.schema.types`` so the cohort views can grow.
 
 from __future__ import annotations
 
+from typing import Any
+
 import strawberry
 
 from kinflow.core.cohort import outcomes, tallies
 from kinflow.core.cohort.aggregates import of_document as cohort_aggregates
 from kinflow.core.cohort.registry import CohortCounts, Row, count
+from kinflow.schema.admission import Admission, CohortKeyConnection, admission_of, keys_page
 from kinflow.schema.budget import FailureBudget, cohort_budget
 from kinflow.schema.bulk import CohortFilter, cohort_closed
 from kinflow.schema.cohort_page import CohortSource, page_of_rows
 from kinflow.schema.context import KInfo
 from kinflow.schema.evaluation import caller_key
-from kinflow.schema.scalars import JSON
+from kinflow.schema.scalars import JSON, jsonable
 from kinflow.schema.types import Subworkflow, SubworkflowConnection
 
 
@@ -29,6 +32,8 @@ class Cohort:
     selected: strawberry.Private[list[Row]]
     window: strawberry.Private[int | None] = None
     source: strawberry.Private[CohortSource | None] = None  # indexed: rows read by page
+    # the parent as the answer was built from it (a verb's, an event's): read, not loaded
+    parent: strawberry.Private[dict[str, Any] | None] = None
 
     @strawberry.field
     def total(self) -> int:
@@ -66,9 +71,20 @@ class Cohort:
         last = self.selected[-1] if self.selected else None
         return cohort_budget(parent, self.activity, last, self.counts)
 
-    @strawberry.field(description="total > 0 and active == 0")
-    def settled(self) -> bool:
-        return self.counts.settled
+    @strawberry.field(description="total > 0 and active == 0 and no row left to register")
+    async def settled(self, info: KInfo) -> bool:
+        return self.counts.settled and not await self.registering(info)
+
+    @strawberry.field(description="Rows of the cohort are still being registered, a batch "
+                      "at a time (a large lake forEach with maxActive).")
+    async def registering(self, info: KInfo) -> bool:
+        if not self.selected:
+            return False
+        parent = await info.context.loaders.instance(str(self.parent_id))
+        visit = self.selected[-1].stage_entry
+        settings = (parent or {}).get("cohorts") or []
+        return any((s.get("activity"), s.get("stageEntry")) == (self.activity, visit)
+                   and s.get("registration") is not None for s in settings)
 
     @strawberry.field(description="Rows CANCELLED (a cancellation skipped or ended them).")
     def cancelled(self) -> int:
@@ -116,6 +132,40 @@ class Cohort:
         parent = await info.context.loaders.instance(str(self.parent_id))
         return cohort_closed(parent, self.activity, self.selected[-1] if self.selected else None)
 
+    async def _admission(self, info: KInfo) -> Admission:
+        parent = (self.parent if self.parent is not None
+                  else await info.context.loaders.instance(str(self.parent_id)))
+        return admission_of(parent, self.activity, self.selected[-1] if self.selected else None)
+
+    @strawberry.field(description="pauseCohort (or onBudgetExceeded: pause) holds the "
+                      "cohort: no queued row starts and no retry is admitted; live children "
+                      "run on.")
+    async def paused(self, info: KInfo) -> bool:
+        return (await self._admission(info)).paused
+
+    @strawberry.field(description="Why the cohort is paused (failure-budget-exceeded when its "
+                      "budget paused it); null while it runs.")
+    async def paused_reason(self, info: KInfo) -> str | None:
+        return (await self._admission(info)).paused_reason
+
+    @strawberry.field(description="At most this many ACTIVE rows per concurrencyKey; null = "
+                      "no per-key window.")
+    async def max_active_per_key(self, info: KInfo) -> int | None:
+        return (await self._admission(info)).max_active_per_key
+
+    @strawberry.field(description="{count, perSeconds}: at most count starts in any window "
+                      "of perSeconds; null = no rate.")
+    async def start_rate(self, info: KInfo) -> JSON | None:
+        rate = (await self._admission(info)).start_rate
+        return jsonable(rate) if rate is not None else None
+
+    @strawberry.field(description="Live and queued rows per concurrencyKey, in key order "
+                      "(reads the cohort's rows).")
+    async def keys(self, first: int | None = 50, after: str | None = None
+                   ) -> CohortKeyConnection:
+        rows = self.selected if self.source is None else await self.source.rows()
+        return keys_page(rows, 50 if first is None else first, after)
+
     @strawberry.field(description="Every row of the cohort; prefer page on large cohorts.")
     async def rows(self) -> list[Subworkflow]:
         rows = self.selected if self.source is None else await self.source.rows()
@@ -143,6 +193,6 @@ class Cohort:
 
     @classmethod
     def of(cls, parent_id: str, activity: str, rows: list[Row],
-           window: int | None = None) -> Cohort:
+           window: int | None = None, parent: dict[str, Any] | None = None) -> Cohort:
         return cls(parent_id=strawberry.ID(parent_id), activity=activity, counts=count(rows),
-                   selected=rows, window=window)  # fmt: skip
+                   selected=rows, window=window, parent=parent)  # fmt: skip

@@ -22,6 +22,7 @@ from kinflow.core.cohort.registry import Row, select
 from kinflow.core.errors import InstanceNotFound
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.gdr import check_document_id, format_gdr
+from kinflow.schema.admission import admission_of
 from kinflow.schema.cohort_view import Cohort
 from kinflow.schema.cohorts import check_activity, cohort_rows, cohort_signature, cohort_window
 from kinflow.schema.context import KInfo
@@ -286,11 +287,12 @@ class Subscription:
                 rows = cohort_rows(family.rows(), activity)
                 window = (cohort_window(family.parent, activity, rows)
                           if family.parent is not None else None)
-                signature = (*cohort_signature(rows), window)
+                admitted = admission_of(family.parent, activity, rows[-1] if rows else None)
+                signature = (*cohort_signature(rows), window, admitted)
                 if signature == last:
                     continue
                 last = signature
-                yield Cohort.of(family.parent_id, activity, rows, window)
+                yield Cohort.of(family.parent_id, activity, rows, window, family.parent)
 
     @strawberry.subscription
     async def instances_changed(
