@@ -11,6 +11,9 @@ The ``release-seat`` effect of ``seat-booking.json`` is the cleanup of a
 cancelled ``seat-hold``: its ``releasing`` stage (the definition's
 ``cancelStage``) queues it, and the hold is CANCELLED once it ran. Delivery is
 at least once, so the handler releases by seat and remembers what it released.
+
+The ``flaky-fetch`` effect of ``flaky-batch.json`` fails or hangs on some first
+attempts; the cohort's deadline and retries settle every row anyway.
 """
 
 from __future__ import annotations
@@ -40,6 +43,26 @@ async def release_seat(call: Any) -> dict[str, Any]:
     return {}
 
 
+def attempt_of(instance_id: str) -> int:
+    """Which attempt of its row a child is: a retried row's child id ends ``-a<n>``."""
+    head, _, tail = instance_id.rpartition("-a")
+    return int(tail) if head and tail.isdigit() else 1
+
+
+async def flaky_fetch(call: Any) -> dict[str, Any]:
+    """``flaky-batch.json``'s service: an item named ``fail-*`` fails on its first attempt,
+    one named ``hang-*`` never answers ``ok`` on its first attempt (its child waits until
+    its deadline times it out); every later attempt, and every other item, succeeds."""
+    item = str(call.params.get("item") or "")
+    first = attempt_of(call.instance_id) == 1
+    if first and item.startswith("fail"):
+        raise ConnectionError(f"the service dropped the call for {item}")
+    if first and item.startswith("hang"):
+        return {"state": "hung"}
+    return {"state": "ok"}
+
+
 def register(engine: Any) -> None:
     engine.register_handler("machine-translate", machine_translate)
     engine.register_handler("release-seat", release_seat)
+    engine.register_handler("flaky-fetch", flaky_fetch)
