@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from kinflow.core import verbs
-from kinflow.core.cohort import deadlines, outcomes, quorum, retry, settlement, tallies
+from kinflow.core.cohort import counts, deadlines, outcomes, quorum, retry, settlement, tallies
 from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.commit import Commit
 from kinflow.core.context import iso
@@ -165,7 +165,7 @@ def test_the_cohort_object_counts_retrying_timed_out_and_completion() -> None:
     deadlines.conclude(p, [0])
     replace_row(p, 1, queued=True, retryAt=iso(NOW))
     entry = tallies.summarise(p.subworkflows)[0]
-    value = quorum.cohort_object(entry, None)
+    value = counts.of_entry(entry, None)
     assert value["timedOut"] == 1 and value["failed"] == 1 and value["retrying"] == 1
     assert value["queued"] == 1 and value["complete"] is False and value["settled"] is False
     assert settlement.apply(p, p.definition_model(), later(0), []) == settlement.Settled()

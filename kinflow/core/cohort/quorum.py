@@ -28,7 +28,7 @@ from typing import Any
 
 from kinflow import groq
 from kinflow.core import cancellation
-from kinflow.core.cohort import outcomes, tallies
+from kinflow.core.cohort import counts, outcomes
 from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.cohort.deadlines import block
 from kinflow.core.cohort.window import setting
@@ -46,25 +46,6 @@ CONTINUE = "continue"
 Cohort = tuple[str, str]
 
 
-def cohort_object(entry: dict[str, Any] | None, own: CohortWindow | None) -> dict[str, Any]:
-    """``$cohort`` as the quorum reads it, from a cohort's summary entry (tallies)."""
-    counts = tallies.counts(entry)
-    found = (entry or {}).get("counts", {})
-    retrying = sum(int(v) for k, v in found.items() if tallies.marked(k, tallies.RETRY_MARK))
-    registering = own is not None and own.registration is not None
-    paused = own is not None and own.pausedAt is not None
-    return {
-        "total": counts.total, "registering": registering, "active": counts.active,
-        "queued": counts.queued, "done": counts.done,
-        "succeeded": tallies.count_where(entry, None, [outcomes.SUCCEEDED]),
-        "failed": counts.failed, "aborted": counts.aborted, "cancelled": counts.cancelled,
-        "timedOut": tallies.count_where(entry, None, [outcomes.TIMED_OUT]),
-        "retrying": retrying, "paused": paused,
-        "complete": own is not None and own.completedAt is not None,
-        "settled": not registering and counts.active == 0 and counts.queued == 0,
-    }
-
-
 def holds(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
           text: str, activity: str, cohort: dict[str, Any]) -> bool:
     """Whether ``completeWhen`` is true (an error or a non-boolean is not)."""
@@ -77,7 +58,7 @@ def holds(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
 
 
 def evaluate(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
-             base: list[SubworkflowEntry], places: list[int]) -> int:
+             places: list[int]) -> int:
     """Complete every cohort among the changed rows ``places`` whose ``completeWhen``
     now holds for the first time; how many completed."""
     if instance.terminal or not places:
@@ -87,7 +68,6 @@ def evaluate(instance: Instance, definition: WorkflowDefinition, ctx: PlanContex
     for place in places:
         row = rows[place]
         changed.setdefault((row.activity, row.stageEntry), row)
-    summary: tallies.Summary | None = None
     done = 0
     for cohort, row in changed.items():
         spawn = block(definition, row)
@@ -95,14 +75,12 @@ def evaluate(instance: Instance, definition: WorkflowDefinition, ctx: PlanContex
         if spawn is None or spawn.completeWhen is None or (
                 own is not None and own.completedAt is not None):
             continue
-        if summary is None:  # the counts as this commit leaves them
-            summary = tallies.updated(instance.cohortRows, base, rows,
-                                      sorted({p // tallies.CHUNK for p in places}))
-        entry = next((e for e in summary
-                      if (e["activity"], e["stageEntry"]) == cohort), None)
-        if not holds(instance, definition, ctx, spawn.completeWhen, cohort[0],
-                     cohort_object(entry, own)):
+        # the counts as this commit leaves them (the summary corrected by the rows replaced)
+        value = counts.cohort_object(instance, cohort[0], cohort[1], definition)
+        if not holds(instance, definition, ctx, spawn.completeWhen, cohort[0], value):
             continue
+        entry = next((e for e in counts.live_summary(instance)
+                      if (e["activity"], e["stageEntry"]) == cohort), None)
         complete(instance, ctx, cohort, spawn.onComplete or ABORT, entry)
         done += 1
     return done

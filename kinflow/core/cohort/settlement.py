@@ -52,6 +52,6 @@ def apply(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
     retried = retry.retry_finished(instance, definition, ctx, places)
     retry.clear_finished(instance, places)
     timed_out = deadlines.expire(instance, definition, ctx)
-    completed = quorum.evaluate(instance, definition, ctx, base,
+    completed = quorum.evaluate(instance, definition, ctx,
                                 changed_places(base, instance.subworkflows))
     return Settled(retried, timed_out, completed)
