@@ -81,18 +81,22 @@ class OperationWatch(SchemaExtension):
             yield
         finally:
             context.OPERATION.reset(named)
-            kind = kind_of(self.execution_context)
-            code = outcome_of(self.execution_context.result)
-            if ON.metrics:
-                metrics.OPERATIONS.labels(self.field, kind, code).inc()
-                metrics.OPERATION_SECONDS.labels(self.field, kind).observe(
-                    time.perf_counter() - started)
-            if span_cm is not None:
-                self.span.update_name(f"{kind} {self.field}")
-                self.span.set_attribute("graphql.operation.type", kind)
-                self.span.set_attribute("kinflow.outcome", code)
-                span_cm.__exit__(None, None, None)
-                self.span = None
+            if ON.metrics or span_cm is not None:
+                self._finished(started, span_cm)
+
+    def _finished(self, started: float, span_cm: Any) -> None:
+        kind = kind_of(self.execution_context)
+        code = outcome_of(self.execution_context.result)
+        if ON.metrics:
+            metrics.OPERATIONS.labels(self.field, kind, code).inc()
+            metrics.OPERATION_SECONDS.labels(self.field, kind).observe(
+                time.perf_counter() - started)
+        if span_cm is not None:
+            self.span.update_name(f"{kind} {self.field}")
+            self.span.set_attribute("graphql.operation.type", kind)
+            self.span.set_attribute("kinflow.outcome", code)
+            span_cm.__exit__(None, None, None)
+            self.span = None
 
     def on_execute(self) -> Iterator[None]:
         self.field = root_field(self.execution_context)
