@@ -219,3 +219,17 @@ def test_refresh_folds_finished_rows_and_a_requeue_takes_the_old_attempt_out() -
     aggregates.refresh(instance, definition_, base, [0], chunks.CHUNK)
     instance._derived.pop(chunks.REPLACED, None)
     assert counts.cohort_object(instance, "translate", visit.key_)["aggregates"] == live
+
+
+def test_a_cohort_new_in_the_plan_reads_its_aggregates_before_the_commit_ends() -> None:
+    instance = _parent({"words": "sum(outputs.n)"})
+    visit = instance.open_entry()
+    assert visit is not None
+    instance.subworkflows = [row(0, "succeeded", visit.key_, {"n": 4}),
+                             row(1, "succeeded", visit.key_, {"n": 5})]  # no summary yet
+    assert counts.cohort_object(instance, "translate", visit.key_)["aggregates"] == {
+        "words": 9}
+    _with_rows(instance, instance.subworkflows[:1])
+    aggregates.refresh(instance, instance.definition_model(), [], [0], chunks.CHUNK)
+    instance.subworkflows.append(row(1, "succeeded", visit.key_, {"n": 5}, "other"))
+    assert counts.cohort_object(instance, "other", visit.key_)["aggregates"] == {"words": 5}

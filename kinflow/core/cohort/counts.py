@@ -63,8 +63,8 @@ def setting(instance: Instance, activity: str, stage_entry: str) -> CohortWindow
 def live_summary(instance: Instance) -> tallies.Summary:
     """``instance.cohortRows`` brought up to the rows in hand: the stored counts, less
     the rows as they were for every row replaced since, plus those rows now and every
-    row past ``rowCount``. A summary missing or of an unreadable scheme is computed from
-    the rows (once per state of them)."""
+    row past ``rowCount`` (none when fewer rows are in hand than stored). A summary
+    missing or of an unreadable scheme is computed from the rows (once per state of them)."""
     rows = instance.subworkflows
     replaced = instance._derived.get(REPLACED)
     changes = replaced[1] if replaced is not None and replaced[0] == id(instance) else {}
@@ -74,9 +74,10 @@ def live_summary(instance: Instance) -> tallies.Summary:
     memo = instance._derived.get(_MEMO)
     if memo is not None and memo[0] == key and memo[1] == id(instance):
         return memo[2]
-    if stored is None or any(not tallies.current(e) or "counts" not in e for e in stored) \
-            or base > len(rows):
+    if stored is None or any(not tallies.current(e) or "counts" not in e for e in stored):
         summary = tallies.summarise(rows)
+        if stored is None:  # the registry's first rows: every one is this plan's
+            _fold_live(instance, summary, [(None, row) for row in rows])
     else:
         found = {(e["activity"], e["stageEntry"]): {**e, "counts": dict(e["counts"])}
                  for e in stored}
@@ -103,18 +104,22 @@ def live_summary(instance: Instance) -> tallies.Summary:
 
 def _fold_live(instance: Instance, summary: tallies.Summary,
                pairs: list[tuple[Any, Any]]) -> None:
-    """The aggregate states of ``summary`` with this plan's changed rows folded."""
-    if not pairs or not any(aggregates.FIELD in e for e in summary):
+    """The aggregate states of ``summary`` with this plan's changed rows folded; a cohort
+    new in this plan is folded from its rows (all of them are among the changes)."""
+    if not pairs:
         return
     definition = instance.definition_model()
+    if not aggregates.declares(definition):
+        return
+    stored = {(e["activity"], e["stageEntry"]) for e in instance.cohortRows or []}
     by_key = {(e["activity"], e["stageEntry"]): e for e in summary}
     grouped: dict[tuple[str, str], list[tuple[Any, Any]]] = {}
     for old, new in pairs:
         grouped.setdefault((new.activity, new.stageEntry), []).append((old, new))
     for key, changes in grouped.items():
         entry = by_key.get(key)
-        if entry is None or aggregates.FIELD not in entry:
-            continue
+        if entry is None or (key in stored and aggregates.FIELD not in entry):
+            continue  # a summary computed whole has no states until the commit folds it
         new = changes[0][1]
         figures = aggregates.specs(definition, new.cohortStage, new.activity, new.action)
         if figures:
