@@ -21,6 +21,7 @@ from kinflow.worker import Worker
 from tests.engine.cohort_defs import items, parent
 from tests.engine.conftest import Clock
 from tests.engine.outcome_defs import tallying, worker
+from tests.engine.settle_defs import settling, start
 
 pytestmark = pytest.mark.lake
 
@@ -50,9 +51,9 @@ async def started(engine: Engine, *names: str) -> Instance:
 
 
 def cohort(instance: Instance) -> dict[str, Any]:
-    entry = instance.open_entry()
-    assert entry is not None
-    return counts.cohort_object(instance, "translate", entry.key_)
+    """The translate cohort's ``$cohort`` (of the visit that spawned it)."""
+    visit = instance.subworkflows[-1].stageEntry
+    return counts.cohort_object(instance, "translate", visit)
 
 
 async def test_gates_on_cohort_and_cohorts_move_the_parent(engine: Engine) -> None:
@@ -136,3 +137,49 @@ async def test_subworkflows_on_a_large_cohort_is_refused_and_cohort_works(
         await engine.fire_action(child, "task", "finish", params={"words": 1})
     q = await engine.get_instance(q.id_)
     assert q.currentStage == "next"
+
+
+async def beat(engine: Engine, passes: int = 2) -> None:
+    for _ in range(passes):
+        report = await Worker(engine, grace_seconds=0).run_pass()
+        assert not report.failed, report.failed
+
+
+async def test_retries_and_time_outs_in_the_counts_and_the_aggregates(
+        engine: Engine, clock: Clock) -> None:
+    definition = settling(childTimeoutSeconds=60, retry={"attempts": 2, "backoffSeconds": 10},
+                          aggregate={"words": "sum(outputs.wordCount)", "n": "count()"})
+    p = await start(engine, definition, ["a", "b", "c"])
+    first = ids(p)
+    await engine.fire_action(first["b"], "task", "give-up")  # re-queued for a retry
+    seen = cohort(await engine.get_instance(p.id_))
+    assert (seen["retrying"], seen["queued"], seen["failed"], seen["active"]) == (1, 1, 0, 2)
+    assert seen["aggregates"] == {"words": 0, "n": 0}  # its failed attempt left at once
+    await engine.fire_action(first["a"], "task", "finish", params={"words": 5})
+    clock.advance(seconds=61)  # c times out; b's retry is due
+    await beat(engine)
+    seen = cohort(await engine.get_instance(p.id_))
+    assert (seen["retrying"], seen["timedOut"], seen["active"]) == (1, 0, 1)  # c waits
+    await engine.fire_action(ids(await engine.get_instance(p.id_))["b"], "task", "finish",
+                             params={"words": 7})
+    clock.advance(seconds=10)
+    await beat(engine)
+    clock.advance(seconds=61)  # c's second and last attempt times out
+    await beat(engine)
+    seen = cohort(await engine.get_instance(p.id_))
+    assert {k: seen[k] for k in ("total", "succeeded", "failed", "timedOut", "aborted",
+                                 "retrying", "queued", "settled")} == {
+        "total": 3, "succeeded": 2, "failed": 1, "timedOut": 1, "aborted": 1, "retrying": 0,
+        "queued": 0, "settled": True}
+    assert seen["aggregates"] == {"words": 12, "n": 3}
+
+
+async def test_a_paused_cohort_reads_paused_and_is_not_settled(engine: Engine) -> None:
+    p = await start(engine, settling(maxActive=1), ["a", "b"])
+    await engine.pause_cohort(p.id_, "translate", reason="downstream is down")
+    await engine.fire_action(ids(p)["a"], "task", "finish", params={"words": 1})
+    seen = cohort(await engine.get_instance(p.id_))
+    assert (seen["paused"], seen["queued"], seen["active"], seen["settled"]) == (
+        True, 1, 0, False)
+    await engine.resume_cohort(p.id_, "translate")
+    assert cohort(await engine.get_instance(p.id_))["paused"] is False
