@@ -160,10 +160,12 @@ class Cohort:
         return jsonable(rate) if rate is not None else None
 
     @strawberry.field(description="Live and queued rows per concurrencyKey, in key order "
-                      "(reads the cohort's rows).")
-    async def keys(self, first: int | None = 50, after: str | None = None
+                      "(reads the cohort's rows, only when it has a per-key window).")
+    async def keys(self, info: KInfo, first: int | None = 50, after: str | None = None
                    ) -> CohortKeyConnection:
-        rows = self.selected if self.source is None else await self.source.rows()
+        keyed = (await self._admission(info)).max_active_per_key is not None
+        rows = ([] if not keyed else self.selected if self.source is None
+                else await self.source.rows())
         return keys_page(rows, 50 if first is None else first, after)
 
     @strawberry.field(description="Every row of the cohort; prefer page on large cohorts.")

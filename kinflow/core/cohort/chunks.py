@@ -95,7 +95,7 @@ def replace_row(instance: Instance, index: int, **changes: Any) -> SubworkflowEn
     old = instance.subworkflows[index]
     new = old.model_copy(update=changes)
     instance.subworkflows[index] = new
-    kept: tuple[int, dict[int, SubworkflowEntry]] | None = instance._derived.get(REPLACED)
+    kept = instance._derived.get(REPLACED)
     if kept is None or kept[0] != id(instance):  # a copy's memo is its source's
         kept = instance._derived[REPLACED] = (id(instance), {})
     kept[1].setdefault(index, old)

@@ -16,9 +16,12 @@ import { canApply, eligibleKeys, pickable, verbForm, verbToolbar, VERBS } from "
 
 const INSTANCE = "id definition version status currentStage lastChangedAt startedAt";
 const ROW = `rowKey activity action definition current status stage condemned childId spawnedAt
-  outcome outputs outputsError attempt previousChildIds abortReason cancelling`;
+  outcome outputs outputsError attempt previousChildIds abortReason cancelling
+  priority key startedAt deadlineAt retryAt`;
 const COUNTS = `activity total active done aborted queued cancelled failed settled maxActive closed
-  budget { count percent used exceeded stopped }`;
+  budget { count percent used exceeded stopped }
+  paused pausedReason maxActivePerKey startRate registering retrying timedOut complete aggregates
+  keys(first: 12) { nodes { key active queued } totalCount }`;
 /** Rows read per request: a large cohort is read page by page (Cohort.page). */
 const PAGE_ROWS = 500;
 /** Rows the tree holds of one cohort at most; past it, the section says how many it shows. */
@@ -56,6 +59,10 @@ const Q = {
       params: $params, idempotencyKey: $key) { ${BULK_RESULT} } }`,
   cancelCohort: `mutation CancelCohort($id: ID!, $activity: String!, $where: CohortFilter, $reason: String, $key: String) {
     cancelCohort(parentId: $id, activity: $activity, where: $where, reason: $reason, idempotencyKey: $key) { ${BULK_RESULT} } }`,
+  pauseCohort: `mutation PauseCohort($id: ID!, $activity: String!, $reason: String, $key: String) {
+    pauseCohort(parentId: $id, activity: $activity, reason: $reason, idempotencyKey: $key) { ${COUNTS} } }`,
+  resumeCohort: `mutation ResumeCohort($id: ID!, $activity: String!, $key: String) {
+    resumeCohort(parentId: $id, activity: $activity, idempotencyKey: $key) { ${COUNTS} } }`,
   abortCohort: `mutation AbortCohort($id: ID!, $activity: String!, $where: CohortFilter, $reason: String, $key: String) {
     abortCohort(parentId: $id, activity: $activity, where: $where, reason: $reason, idempotencyKey: $key) { ${BULK_RESULT} } }`,
   cancel: `mutation Cancel($id: ID!, $reason: String, $key: String) {
@@ -651,7 +658,7 @@ function stoppedByBudget(row) {
  * the other chips a status.
  */
 function matchesChip(row, name) {
-  if (name === "failed") return ["failed", "aborted"].includes(outcomeOf(row)) && !stoppedByBudget(row);
+  if (name === "failed") return ["failed", "aborted", "timed-out"].includes(outcomeOf(row)) && !stoppedByBudget(row);
   return row.status.toLowerCase() === name;
 }
 
@@ -724,8 +731,13 @@ function renderTreeRow(item) {
     h("span.stage", status === "queued" ? "waiting" : row.stage || ""),
     row.condemned ? h("span.flag", "abort owed") : null,
     outcome === "failed" ? h("span.flag.failed", { title: `ended in stage ${row.stage}` }, "failed") : null,
+    outcome === "timed-out" ? h("span.flag.failed.timed-out", { title: "its attempt outlived childTimeoutSeconds" }, "timed out") : null,
     row.abortReason && status === "aborted" ? h("span.flag.reason", row.abortReason) : null,
     attempt > 1 ? h("span.flag.attempt", { title: `earlier: ${(row.previousChildIds || []).join(", ")}` }, `attempt ${attempt}`) : null,
+    status === "queued" && row.retryAt ? h("span.flag.retry", { title: "a retry waits until then" }, `retry at ${shortTime(row.retryAt)}`) : null,
+    status === "active" && row.deadlineAt ? h("span.flag.deadline", { title: `started ${row.startedAt || "?"}` }, `deadline ${shortTime(row.deadlineAt)}`) : null,
+    row.key != null ? h("span.flag.key", { title: "its concurrencyKey" }, row.key) : null,
+    row.priority ? h("span.flag.priority", { title: "its priority: higher starts first" }, `p${row.priority}`) : null,
     outputs
       ? h(row.outputsError ? "span.outputs.error" : "span.outputs",
           { title: row.outputsError ? "outputs not copied" : JSON.stringify(row.outputs) }, outputs)
@@ -733,6 +745,12 @@ function renderTreeRow(item) {
     sub && sub.status === "ready" ? h("span.mini", miniCounts(sub)) : null,
     h("span.defn.dim", row.definition),
   );
+}
+
+/** A stored timestamp as HH:MM:SS (the whole one is in the tooltip of its row). */
+function shortTime(at) {
+  const m = /T(\d\d:\d\d:\d\d)/.exec(at || "");
+  return m ? m[1] : at;
 }
 
 function miniCounts(sub) {
@@ -771,9 +789,18 @@ function localCounts(cohort) {
   return c;
 }
 
-/** The window and the failure budget, when the cohort has them. */
+/** The window and the failure budget, when the cohort has them, then its admission and settlement. */
 function limits(c) {
   const parts = [];
+  if (c.paused) {
+    parts.push(h("span.paused", {
+      dataset: { paused: "true", reason: c.pausedReason || "" },
+      title: "paused: no queued row starts and no retry is admitted; live children run on",
+    }, "paused", c.pausedReason ? ` · ${c.pausedReason}` : ""));
+  }
+  if (c.registering) {
+    parts.push(h("span.registering", { title: "rows are still being registered, a batch at a time" }, "registering…"));
+  }
   if (c.maxActive != null) {
     parts.push(h("span.window", { dataset: { maxActive: String(c.maxActive), queued: String(c.queued || 0) },
       title: "at most this many children are active at once; the rest wait, queued" },
@@ -797,7 +824,74 @@ function limits(c) {
       }, `${stopped} stopped by the budget`));
     }
   }
+  return [...parts, ...admission(c), ...settlement(c)];
+}
+
+/** The start rate and the per-key window with each key's live and queued rows. */
+function admission(c) {
+  const parts = [];
+  const rate = c.startRate;
+  if (rate) {
+    parts.push(h("span.rate", { dataset: { count: String(rate.count), perSeconds: String(rate.perSeconds) },
+      title: "at most this many starts in any window of this many seconds" },
+    `rate ${rate.count}/${rate.perSeconds}s`));
+  }
+  if (c.maxActivePerKey != null) {
+    const keys = (c.keys && c.keys.nodes) || [];
+    const more = c.keys ? c.keys.totalCount - keys.length : 0;
+    parts.push(h("span.keys", { dataset: { maxActivePerKey: String(c.maxActivePerKey) },
+      title: "at most this many active children per concurrencyKey; per key: active/queued" },
+    `per key ≤${c.maxActivePerKey}: `,
+    ...keys.map((k, i) => h("span.key", { dataset: { key: k.key, active: String(k.active), queued: String(k.queued) } },
+      `${i ? ", " : ""}${k.key} ${k.active}/${k.queued}`)),
+    more > 0 ? ` +${more} more` : ""));
+  }
   return parts;
+}
+
+/** Retries waiting, timed-out rows, a quorum's completion and the aggregates. */
+function settlement(c) {
+  const parts = [];
+  if (c.retrying) parts.push(h("span.retrying", { dataset: { retrying: String(c.retrying) } }, `${c.retrying} retrying`));
+  if (c.timedOut) parts.push(h("span.timed-out", { dataset: { timedOut: String(c.timedOut) } }, `${c.timedOut} timed out`));
+  if (c.complete) parts.push(h("span.complete", { title: "its completeWhen held: rows not started were skipped" }, "complete"));
+  const aggregates = c.aggregates && typeof c.aggregates === "object" ? Object.entries(c.aggregates) : [];
+  if (aggregates.length) {
+    parts.push(h("span.aggregates", { title: "the spawn's aggregate figures over finished rows" },
+      aggregates.map(([name, value]) => `${name} ${value == null ? "–" : JSON.stringify(value)}`).join(" · ")));
+  }
+  return parts;
+}
+
+/** Pause or resume the cohort (operator), then show its counts as the verb answers them. */
+async function togglePause(cohort) {
+  const focus = state.focus;
+  const paused = Boolean(cohort.counts && cohort.counts.paused);
+  let reason = null;
+  if (!paused) {
+    reason = window.prompt(`Pause cohort ${cohort.activity}: why? (optional)`, "");
+    if (reason === null) return; // cancelled
+  }
+  const base = { id: focus.id, activity: cohort.activity, key: freshKey() };
+  try {
+    const answer = paused
+      ? (await client.request(Q.resumeCohort, base)).resumeCohort
+      : (await client.request(Q.pauseCohort, { ...base, reason: reason || null })).pauseCohort;
+    if (state.focus === focus) cohort.counts = answer;
+  } catch (error) {
+    showError(error, `${paused ? "resume" : "pause"} of ${cohort.activity}`);
+  }
+  scheduleTree();
+}
+
+function pauseButton(cohort, c) {
+  if (!c.total || finishedVisit(cohort)) return null;
+  return h("button.pause", {
+    type: "button",
+    dataset: { action: c.paused ? "resume" : "pause" },
+    title: c.paused ? "let queued rows and retries start again" : "hold queued rows and retries; live children run on",
+    onclick: () => togglePause(cohort),
+  }, c.paused ? "Resume" : "Pause");
 }
 
 /** The verb toolbar of a cohort, wired to this page. */
@@ -932,6 +1026,7 @@ function renderCohort(cohort) {
       : h("span.total.loading", phase === "loading" ? "loading…" : "could not load"),
     finishedVisit(cohort) ? h("span.visit.dim", { title: "the parent has left the stage visit that spawned these" }, "finished visit") : null,
     c.closed ? h("span.closed", { title: "a cancel or abort of the whole cohort closed it: no row joins it any more" }, "closed") : null,
+    known ? pauseButton(cohort, c) : null,
   );
   cohort.section.dataset.visit = finishedVisit(cohort) ? "finished" : "current";
   let offer = Boolean(cohort.bulk) || cohort.picked.size > 0;
