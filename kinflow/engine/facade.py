@@ -220,12 +220,33 @@ class Engine:
 
     async def update_cohort(self, parent_id: str, activity: str, *,
                             max_active: int | None = None, failure_budget: Any = None,
+                            max_active_per_key: int | None = None, start_rate: Any = None,
                             actor: Actor | None = None) -> Instance:
-        """Change a cohort's window or failure budget (core/cohort/window.py, budget.py);
-        the parent as it is afterwards."""
-        verb = operator_verbs.UpdateCohort(activity, max_active, failure_budget)
+        """Change a cohort's window, failure budget, per-key window or start rate
+        (core/cohort/window.py, budget.py, admission.py); the parent as it is afterwards."""
+        verb = operator_verbs.UpdateCohort(activity, max_active, failure_budget,
+                                           max_active_per_key, start_rate)
         result = await self._verb(parent_id, "updateCohort", actor,
                                   lambda s, c: operator_verbs.plan_update_cohort(s, verb, c))
+        return result.instance
+
+    async def pause_cohort(self, parent_id: str, activity: str, *, reason: str | None = None,
+                           idempotency_key: str | None = None,
+                           actor: Actor | None = None) -> Instance:
+        """Hold the cohort's queued rows and retries; live children run on
+        (core/cohort/admission.py). The parent as it is afterwards."""
+        verb = operator_verbs.PauseCohort(activity, reason, idempotency_key)
+        result = await self._verb(parent_id, "pauseCohort", actor,
+                                  lambda s, c: operator_verbs.plan_pause_cohort(s, verb, c))
+        return result.instance
+
+    async def resume_cohort(self, parent_id: str, activity: str, *,
+                            idempotency_key: str | None = None,
+                            actor: Actor | None = None) -> Instance:
+        """Let a paused cohort start rows again, in the same commit."""
+        verb = operator_verbs.ResumeCohort(activity, idempotency_key)
+        result = await self._verb(parent_id, "resumeCohort", actor,
+                                  lambda s, c: operator_verbs.plan_resume_cohort(s, verb, c))
         return result.instance
 
     async def redrive_cohort(self, parent_id: str, activity: str, *,
