@@ -126,7 +126,12 @@ class Settings(BaseSettings):
         default=256, description="Children created inside the spawning transaction."
     )
     max_spawn_depth: int = Field(default=6, description="Deepest allowed chain of spawns.")
-    max_fan_out: int = Field(default=10_000, description="Rows one spawn may produce.")
+    max_fan_out: int = Field(
+        default=1_000_000, ge=1,
+        description="Rows one lake forEach with maxActive may register (fan-out-limit).")
+    max_active_children: int = Field(
+        default=10_000, ge=1,
+        description="Rows a cohort without maxActive may have: it starts them all at once.")
     max_idempotency_key_bytes: int = Field(
         default=256, ge=1, description="Longest idempotency key, in UTF-8 bytes (input-too-large)."
     )

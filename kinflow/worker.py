@@ -12,6 +12,8 @@ is owed after it (docs/subworkflows.md), each behind an index:
   ``nextEvaluationAt`` like a time gate's;
 * ``materialising``: a large spawn registered rows whose children are not all
   created yet;
+* ``owesRegistration``: a cohort's rows are not all registered yet (a batch is
+  owed, ``engine/registration.py``);
 * ``owesBulk``: a bulk cohort verb (``redriveCohort``) committed some of its
   batches and not the last (``engine/bulk.py``);
 * ``effectsDueAt`` has passed: effects wait to run, or a claim's lease ended.
@@ -206,6 +208,9 @@ class Worker:
             ("materialise", lambda seen: self._flagged("materialising", seen, stale),
              self._materialise_owed,
              lambda i: self.maintenance.finish_materialising(i, actor=self.actor)),
+            ("register", lambda seen: self._flagged("owesRegistration", seen, stale),
+             self._registration_owed,
+             lambda i: self.maintenance.finish_registration(i, actor=self.actor)),
             ("bulk", lambda seen: self._flagged("owesBulk", seen, stale),
              self._bulk_owed, lambda i: self.maintenance.finish_bulk(i, actor=self.actor)),
             ("drain", lambda seen: self._flagged("owesAborts", seen),
@@ -384,6 +389,12 @@ class Worker:
         if instance_id in self.maintenance.materialising_now:
             return False
         return await self._owed(instance_id, {"materialising": True})
+
+    async def _registration_owed(self, instance_id: str) -> bool:
+        # a registration this process is still running is not a crash's leftover
+        if instance_id in self.maintenance.registering_now:
+            return False
+        return await self._owed(instance_id, {"owesRegistration": True})
 
     async def _bulk_owed(self, instance_id: str) -> bool:
         # a bulk call this process is still running is not a crash's leftover

@@ -65,7 +65,9 @@ class Limits:
     idempotency_ttl_seconds: float = 24 * 3600
     effect_lease_seconds: float = 300
     spawn_depth: int = 6
-    fan_out: int = 10_000
+    fan_out: int = 1_000_000  # rows one spawn may register (a windowed lake forEach)
+    max_active_children: int = 10_000  # rows of a cohort without a window
+    registration_batch: int = 1_000  # documents a registration batch reads (batches.py)
     spawn_txn: int = 256  # children created inside the spawning transaction
     # a cohort this large may not be read as ``$subworkflows`` (core/cohort/counts.py)
     condition_rows: int = 10_000
@@ -93,6 +95,7 @@ class Limits:
     def from_settings(cls, settings: Any) -> Limits:
         """Limits from ``kinflow.settings.Settings`` (``KINFLOW_*``)."""
         return cls(spawn_depth=settings.max_spawn_depth, fan_out=settings.max_fan_out,
+                   max_active_children=settings.max_active_children,
                    spawn_txn=settings.spawn_txn_limit,
                    key_bytes=settings.max_idempotency_key_bytes,
                    reason_bytes=settings.max_reason_bytes, value_bytes=settings.max_value_bytes,
@@ -150,6 +153,48 @@ class NeedsDefinition(NeedsIO):
         self.version = version
 
 
+@dataclass(frozen=True, slots=True)
+class BatchRequest:
+    """One batch of a registering cohort's rows (core/cohort/batches.py): the ``forEach``
+    matches after the ``_id`` ``after``, among the next ``size`` documents in ``_id``
+    order, leaving out documents created after ``at`` (``None``: the spawn's first batch,
+    ``at`` is the lake's clock as it reads; documents carry the lake's stamps)."""
+
+    query: str
+    params: dict[str, Any]
+    after: str | None
+    at: str | None
+    size: int
+    scale: int | None = None  # the key range the last batch found about right (the reader's)
+
+    @property
+    def key(self) -> str:
+        return "\x1frows\x00" + json.dumps([self.query, self.params, self.after, self.at,
+                                              self.size, self.scale], sort_keys=True,
+                                             default=str)
+
+
+@dataclass(frozen=True, slots=True)
+class RowBatch:
+    """What a ``BatchRequest`` read: its rows in ``_id`` order, the last ``_id`` examined
+    (where the next batch resumes) and whether the dataset has no document after it."""
+
+    rows: list[Any]
+    last: str | None
+    done: bool
+    at: str  # the membership moment it applied
+    scale: int | None = None  # for the next request (engine/registration.py)
+
+
+class NeedsRowBatch(NeedsIO):
+    """The plan needs a batch of a registering cohort's rows."""
+
+    def __init__(self, request: BatchRequest) -> None:
+        super().__init__(request.query)
+        self.request = request
+        self.cache_key = request.key
+
+
 def query_key(query: str, params: dict[str, Any]) -> str:
     return query + "\x00" + json.dumps(params, sort_keys=True, default=str)
 
@@ -182,6 +227,12 @@ class PlanContext:
         if key not in self.query_results:
             raise NeedsLakeQuery(query, params)
         return self.query_results[key]
+
+    def row_batch(self, request: BatchRequest) -> RowBatch:
+        if request.key not in self.query_results:
+            raise NeedsRowBatch(request)
+        found: RowBatch = self.query_results[request.key]
+        return found
 
     def definition(self, name: str, version: int | None) -> dict[str, Any] | None:
         """A deployed definition document; ``None`` if it is not deployed."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-FLAGS = ("materialising", "owesBulk", "owesAborts", "owesCancels")
+FLAGS = ("materialising", "owesBulk", "owesAborts", "owesCancels", "owesRegistration")
 FIELD = "owing"
 
 

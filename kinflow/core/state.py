@@ -315,6 +315,8 @@ class Instance(Part):
     cancelReason: str | None = None
     cancelDeadline: str | None = None  # past it the heartbeat's tick aborts the instance
     owesCancels: bool | None = None  # rows owe their child a cancel request not yet made
+    # a cohort's rows are not all registered yet (core/cohort/batches.py): the next batch is owed
+    owesRegistration: bool | None = None
     # the four flags above (materialising, owesBulk, owesAborts, owesCancels) folded
     # into the one indexed field the heartbeat reads (core/owing.py); derived on
     # every write by ``stored_json``, never set by hand

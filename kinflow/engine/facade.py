@@ -38,6 +38,7 @@ from kinflow.engine.materialise import Materialiser
 from kinflow.engine.owing_hint import fold_repair_flags
 from kinflow.engine.parking import Parked, Parking, unpark
 from kinflow.engine.reads import DeployOutcome, Reader
+from kinflow.engine.registration import Registrar
 from kinflow.engine.retention import Purger
 from kinflow.engine.rowstore import RowStore
 from kinflow.engine.transact import Clock, Planner, Transactor
@@ -78,11 +79,12 @@ class Engine:
                                    new_key=new_key, faults=self.faults,
                                    after_commit=self._after_commit)
         self.materialiser = Materialiser(self.transact)
+        self.registrar = Registrar(self.transact)
         self.driver = Driver(self.transact, propagation=propagation)
         self.reads = Reader(self.transact)
         self.bulk = BulkRunner(self.transact, self.driver)
         self.maintenance = Maintenance(self.transact, self.driver, self.materialiser,
-                                       self.bulk, self.reads)
+                                       self.bulk, self.reads, self.registrar)
         self._ready = False
 
     async def ensure_ready(self) -> None:
@@ -330,6 +332,7 @@ class Engine:
 
     async def _after_commit(self, mutation: Mutation) -> None:
         await self.materialiser.after_commit(mutation)
+        await self.registrar.after_commit(mutation)
 
 
     # ------------------------------------------------------------ reads

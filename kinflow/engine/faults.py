@@ -26,6 +26,7 @@ POINTS = frozenset({
     "before-cancel-stamp",  # children asked to cancel (some already CANCELLED), rows unstamped
     "mid-materialise",  # a large cohort registered, some children not created yet
     "mid-bulk",  # a bulk cohort verb committed a batch of rows, not the next one
+    "mid-registration",  # a cohort's batch of rows registered, the next one not yet
     "purge-after-marker",  # retention: the root is marked, no member deleted yet
     "purge-mid-family",  # retention: a batch of members deleted, the root not yet
 })

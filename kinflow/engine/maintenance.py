@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from kinflow.engine.driving import Driver
     from kinflow.engine.materialise import Materialiser
     from kinflow.engine.reads import Reader
+    from kinflow.engine.registration import Registrar
     from kinflow.engine.transact import Transactor
 
 
@@ -27,8 +28,9 @@ class Maintenance:
     """What the heartbeat asks of one engine (one dataset)."""
 
     def __init__(self, transact: Transactor, driver: Driver, materialiser: Materialiser,
-                 bulk: BulkRunner, reads: Reader) -> None:
+                 bulk: BulkRunner, reads: Reader, registrar: Registrar) -> None:
         self.transact = transact
+        self.registrar = registrar
         self.driver = driver
         self.materialiser = materialiser
         self.bulk = bulk
@@ -54,6 +56,16 @@ class Maintenance:
         """Create the children a large spawn registered but a crash left uncreated."""
         return await self.materialiser.finish(await self.transact.load(parent_id, None),
                                               actor or Actor.system())
+
+    @property
+    def registering_now(self) -> set[str]:
+        """Parents whose rows this process is registering (the heartbeat skips them)."""
+        return self.registrar.now
+
+    async def finish_registration(self, parent_id: str, *, actor: Actor | None = None) -> int:
+        """Register the rest of a cohort's rows from its checkpoint (engine/registration.py);
+        returns how many batches it committed."""
+        return await self.registrar.run(parent_id, actor or Actor.system())
 
     async def finish_bulk(self, parent_id: str, *, actor: Actor | None = None) -> int:
         """Finish the bulk cohort calls a crash interrupted between batches (engine/bulk.py)."""

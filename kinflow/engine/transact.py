@@ -41,6 +41,7 @@ from kinflow.core.context import (
     NeedsDocuments,
     NeedsIO,
     NeedsLakeQuery,
+    NeedsRowBatch,
     PlanContext,
 )
 from kinflow.core.errors import ChildIdTaken, InstanceNotFound, PlanReadLimit
@@ -48,6 +49,7 @@ from kinflow.core.mutation import Mutation
 from kinflow.core.state import INSTANCE_TYPE, Instance, parse_instance
 from kinflow.engine import ids, sizes
 from kinflow.engine.faults import Faults
+from kinflow.engine.registration import read_batch
 from kinflow.engine.rowstore import RowStore
 from kinflow.errors import DocumentExists
 from kinflow.gdr import to_gdr
@@ -294,6 +296,9 @@ class Transactor:
                         reads.documents[uri] = found[doc_id]
                     else:
                         reads.absent.add(uri)
+        elif isinstance(need, NeedsRowBatch):  # a registration batch (engine/registration.py)
+            reads.queries[need.cache_key] = await read_batch(self.lake, self.dataset,
+                                                             need.request, now, self)
         elif isinstance(need, NeedsLakeQuery):
             reads.queries[need.cache_key] = await self.query(need.query, need.params, now)
         elif isinstance(need, NeedsDefinition):

@@ -185,11 +185,27 @@ def cohorts_object(instance: Instance, definition: WorkflowDefinition) -> dict[s
 
 
 def largest(instance: Instance) -> tuple[str, str, int] | None:
-    """``(activity, stage entry, rows)`` of the parent's largest cohort (any visit), from
-    the summary as ``live_summary`` brings it up to the rows in hand."""
+    """``(activity, stage entry, rows)`` of the parent's largest cohort, from the stored
+    summary (its rows as loaded) and what was appended since."""
     best: tuple[str, str, int] | None = None
-    for entry in live_summary(instance):
+    for entry in instance.cohortRows or []:
         size = tallies.total(entry)
         if best is None or size > best[2]:
             best = (entry["activity"], entry["stageEntry"], size)
+    appended = len(instance.subworkflows) - (instance.rowCount or 0)
+    if instance.cohortRows is None and instance.subworkflows:
+        return largest_of_rows(instance)
+    if best is not None and appended > 0:
+        best = (best[0], best[1], best[2] + appended)  # an upper bound is enough here
+    elif best is None and appended > 0:
+        return largest_of_rows(instance)
     return best
+
+
+def largest_of_rows(instance: Instance) -> tuple[str, str, int]:
+    sizes: dict[tuple[str, str], int] = {}
+    for row in instance.subworkflows:
+        key = (row.activity, row.stageEntry)
+        sizes[key] = sizes.get(key, 0) + 1
+    (activity, stage_entry), size = max(sizes.items(), key=lambda item: item[1])
+    return activity, stage_entry, size

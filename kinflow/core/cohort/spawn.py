@@ -34,14 +34,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kinflow import groq
-from kinflow.core.cohort import outcomes
+from kinflow.core.cohort import admission, batches, outcomes, window
 from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.conditions import SNAPSHOT_MAX_SCANNED, Renderer
-from kinflow.core.context import PlanContext
+from kinflow.core.context import Actor, BatchRequest, PlanContext, RowBatch
 from kinflow.core.errors import (
     CohortClosed,
     FanOutLimit,
@@ -64,6 +64,9 @@ from kinflow.define import sites
 from kinflow.define.models import Action, SpawnBlock, WorkflowDefinition
 from kinflow.gdr import is_gdr
 
+FIRST_READS = 8
+"""Batches a spawn reads at most for its first rows (core/cohort/batches.py)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ChildSeed:
@@ -81,6 +84,8 @@ class ChildSeed:
     entry_key: str  # the parent's stage visit the row is bound to
     stage: str  # that visit's stage (the row's ``cohortStage``)
     seeded: bool  # too many children for one transaction: the row keeps the seed
+    # the row's ``priority`` / ``concurrencyKey`` (core/cohort/admission.py), put on its row
+    admission: dict[str, Any] = field(default_factory=dict)
 
 
 # ---- identity ----
@@ -167,15 +172,53 @@ def plan_spawn(instance: Instance, definition: WorkflowDefinition, ctx: PlanCont
             definition=block.definition.name, version=version,
         )
     renderer = Renderer(instance, definition, ctx)
-    rows = keyed_rows(discover(instance, renderer, block, ctx))
-    if len(rows) > ctx.limits.fan_out:
-        raise FanOutLimit(
-            f"forEach returned {len(rows)} rows; the limit is {ctx.limits.fan_out}",
-            rows=len(rows), limit=ctx.limits.fan_out, activity=activity, action=action.name,
-        )
+    cap = window_of(instance, definition, entry.key_, entry.name, activity, action.name)
+    text, params = query_of(instance, renderer, block)
+    point: dict[str, Any] | None = None
+    if cap is not None and "*" in text and batches.batchable(text):
+        # a windowed lake cohort is registered a batch at a time (core/cohort/batches.py)
+        values, batch = first_batch(text, params, ctx)
+        if not batch.done:
+            point = batches.checkpoint(after=batch.last, at=batch.at, params=params,
+                                       action=action.name, actor=ctx.actor, rows=0,
+                                       version=int(child_doc.get("version", 1)))
+            point["scale"] = batch.scale
+    else:
+        values = discover(instance, renderer, block, ctx)
+    rows = keyed_rows(values)
+    check_size(len(rows), cap, ctx, activity, action.name)
+    seeds = fresh_seeds(instance, renderer, ctx, activity, action.name, block, child_doc,
+                        rows, ctx.actor)
+    if point is not None:
+        point["rows"] = len(rows)
+        batches.set_registration(instance, (activity, entry.key_), point)
+    return seeds
+
+
+def first_batch(text: str, params: dict[str, Any], ctx: PlanContext
+                ) -> tuple[list[Any], RowBatch]:
+    """The spawn's first rows and the batch read last (where the next resumes, whether it
+    was the last, the membership moment: the lake's clock at the first read). Batches are
+    read until one has a row (at most ``FIRST_READS``), so a spawn whose first documents
+    do not match still starts rows."""
+    request = BatchRequest(text, params, None, None, ctx.limits.registration_batch)
+    for _ in range(FIRST_READS):
+        batch = ctx.row_batch(request)
+        if batch.rows or batch.done:
+            break
+        request = BatchRequest(text, params, batch.last, batch.at, request.size, batch.scale)
+    return batch.rows, batch
+
+
+def fresh_seeds(instance: Instance, renderer: Renderer, ctx: PlanContext, activity: str,
+                action: str, block: SpawnBlock, child_doc: dict[str, Any],
+                rows: list[tuple[str, Any]], actor: Actor) -> list[ChildSeed]:
+    """Adopt the live rows ``rows`` rediscover into the open visit; a seed for each other."""
+    entry = instance.open_entry()
+    assert entry is not None
     live = {
         row.rowKey: index for index, row in enumerate(instance.subworkflows)
-        if row.activity == activity and row.action == action.name
+        if row.activity == activity and row.action == action
         and row.definition == block.definition.name and row.resolved is None
         and row.abortPending is None
     }
@@ -199,16 +242,42 @@ def plan_spawn(instance: Instance, definition: WorkflowDefinition, ctx: PlanCont
     ancestors = _ancestors(instance, ctx)
     seeds = []
     for key, value in fresh:
-        new_id = child_id(instance.id_, entry.key_, activity, action.name, key, taken)
+        new_id = child_id(instance.id_, entry.key_, activity, action, key, taken)
         taken.add(new_id)
         seeds.append(ChildSeed(
             child_id=new_id, definition_doc=child_doc,
-            inputs=_with_values(renderer, block, activity, value, ctx, child_doc),
+            inputs=_with_values(renderer, block, activity, value, actor, child_doc),
             context=context, ancestors=ancestors, row_key=key, activity=activity,
-            action=action.name, definition=block.definition.name, entry_key=entry.key_,
+            action=action, definition=block.definition.name, entry_key=entry.key_,
             stage=entry.name, seeded=seeded,
+            admission=admission.row_values(renderer, block, activity, value),
         ))
     return seeds
+
+
+def window_of(instance: Instance, definition: WorkflowDefinition, entry_key: str, stage: str,
+              activity: str, action: str) -> int | None:
+    """The ``maxActive`` of the cohort a spawn adds to (the operator's, else the block's)."""
+    own = window.setting(instance, (activity, entry_key))
+    if own is not None and own.maxActive is not None:
+        return own.maxActive
+    return window.declared_max(definition, stage, activity, action)
+
+
+def check_size(rows: int, max_active: int | None, ctx: PlanContext, activity: str,
+               action: str) -> None:
+    """``fan-out-limit``: past ``limits.fan_out`` rows, or, for a cohort without a window
+    (it starts every row at once), past ``limits.max_active_children``."""
+    if max_active is None and rows > ctx.limits.max_active_children:
+        raise FanOutLimit(
+            f"forEach returned {rows} rows and the cohort has no maxActive: it would start "
+            f"them all at once; the limit is {ctx.limits.max_active_children} "
+            "(set spawn.maxActive for more)", rows=rows, limit=ctx.limits.max_active_children,
+            activity=activity, action=action, reason="no-window")
+    if rows > ctx.limits.fan_out:
+        raise FanOutLimit(f"forEach returned {rows} rows; the limit is {ctx.limits.fan_out}",
+                          rows=rows, limit=ctx.limits.fan_out, activity=activity,
+                          action=action, reason="fan-out")
 
 
 def refuse_if_closed(instance: Instance, activity: str, entry_key: str) -> None:
@@ -226,16 +295,22 @@ def _ancestors(parent: Instance, ctx: PlanContext) -> list[dict[str, Any]]:
             {"id": ctx.gdr(parent.id_), "type": INSTANCE_TYPE}]
 
 
-def discover(instance: Instance, renderer: Renderer, block: SpawnBlock,
-             ctx: PlanContext) -> list[Any]:
-    """The rows ``forEach`` yields: array = rows, null = none, anything else = one row."""
+def query_of(instance: Instance, renderer: Renderer, block: SpawnBlock
+             ) -> tuple[str, dict[str, Any]]:
+    """The ``forEach`` text and the variables it reads, as this commit sees them."""
     variables = renderer.variables(sites.SPAWN_FOR_EACH)
     text = block.forEach
     try:
         read = groq.free_parameters(text)
     except groq.GroqError:
         read = set(variables)
-    params = {name: variables[name] for name in read if name in variables}
+    return text, {name: variables[name] for name in read if name in variables}
+
+
+def discover(instance: Instance, renderer: Renderer, block: SpawnBlock,
+             ctx: PlanContext) -> list[Any]:
+    """The rows ``forEach`` yields: array = rows, null = none, anything else = one row."""
+    text, params = query_of(instance, renderer, block)
     if "*" in text:
         value = ctx.lake_query(text, params)
     else:
@@ -250,7 +325,7 @@ def discover(instance: Instance, renderer: Renderer, block: SpawnBlock,
 
 
 def _with_values(renderer: Renderer, block: SpawnBlock, activity: str, row: Any,
-                 ctx: PlanContext, child_doc: dict[str, Any]) -> dict[str, Any]:
+                 actor: Actor, child_doc: dict[str, Any]) -> dict[str, Any]:
     declared = {f.get("name"): f for f in child_doc.get("fields") or []
                 if isinstance(f, dict)}
     values: dict[str, Any] = {}
@@ -262,7 +337,7 @@ def _with_values(renderer: Renderer, block: SpawnBlock, activity: str, row: Any,
                 f"with.{name}: the child has no input field {name!r}", field=name,
                 reason="unconsumable-field",
             )
-        value = renderer.value(text, sites.SPAWN_WITH, activity, actor=ctx.actor, row=row)
+        value = renderer.value(text, sites.SPAWN_WITH, activity, actor=actor, row=row)
         if value is not None:
             values[name] = value
     return values
@@ -306,7 +381,7 @@ def register_queued(instance: Instance, ctx: PlanContext, seed: ChildSeed) -> No
         "definition": seed.definition, "stageEntry": seed.entry_key,
         "cohortStage": seed.stage, "rowKey": seed.row_key,
         "ref": {"id": ctx.gdr(seed.child_id), "type": INSTANCE_TYPE},
-        "spawnedAt": ctx.now_iso, "queued": True,
+        "spawnedAt": ctx.now_iso, "queued": True, **seed.admission,
     })
     row = row.model_copy(update={"seed": SpawnSeed(
         version=int(seed.definition_doc.get("version", 1)), fields=seed.inputs,
@@ -343,6 +418,7 @@ def register(instance: Instance, ctx: PlanContext, seed: ChildSeed, child: Insta
         "definition": seed.definition, "stageEntry": seed.entry_key,
         "cohortStage": seed.stage, "rowKey": seed.row_key,
         "ref": {"id": ctx.gdr(child.id_), "type": INSTANCE_TYPE}, "spawnedAt": ctx.now_iso,
+        **seed.admission,
     })
     changes: dict[str, Any] = {
         "observed": ObservedChild(status=status, stage=stage, at=ctx.now_iso)}

@@ -1,0 +1,178 @@
+"""Registration in batches, the I/O half (core/cohort/batches.py, core/cohort/registration.py).
+
+``read_batch`` reads one batch of a ``forEach``: the next ``size`` documents
+after the checkpoint's ``_id``, in ``_id`` order, through the ``_id`` index
+alone (a filter beside the ``_id`` range made the embedded lake scan and
+sort the whole dataset for every batch, docs/subworkflows.md), and evaluates
+the query over the members among them. Outside the parent's transaction,
+like every query a plan reads: the parent's commit is what makes a batch
+count, fenced by its ``_rev``; a batch read twice reads the same documents.
+
+``Registrar`` commits the batches after a spawn: right after the spawn's
+commit, in the background of the process that spawned, and from the
+heartbeat (``owesRegistration``) after a crash. One batch per commit, so a
+crash loses at most the batch being read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from kinflow.core.cohort import batches
+from kinflow.core.cohort.registration import plan_register
+from kinflow.core.context import Actor, BatchRequest, RowBatch
+from kinflow.core.mutation import Mutation
+from kinflow.groq.store import off_loop
+from kinflow.storage.lake import Lake
+from kinflow.timestamps import iso
+
+if TYPE_CHECKING:
+    from kinflow.engine.transact import Transactor
+
+log = logging.getLogger("kinflow.engine")
+_DEREF_ROUNDS = 4
+_PROBES = 48  # bounded ranges one batch reads at most
+MAX_BATCHES = 100_000  # commits one ``run`` makes at most (a million rows at 10 per batch)
+
+
+async def read_batch(lake: Lake, dataset: str, request: BatchRequest, now: datetime,
+                     transact: Transactor | None = None) -> RowBatch:
+    """One batch of a registering cohort's rows (``BatchRequest``)."""
+    if request.at is None:  # the first batch: membership is fixed now, on the lake's clock
+        request = replace(request, at=iso(datetime.now(UTC)))
+    assert request.at is not None
+    kind = batches.pinned_type(request.query, request.params)
+    if kind is not None and request.after is not None:
+        docs, last, done, scale = await _ranges(lake, dataset, kind, request)
+    else:
+        docs = await _after(lake, dataset, kind, request.after, request.size)
+        done = len(docs) < request.size
+        last = str(docs[-1]["_id"]) if docs else request.after
+        scale = (batches.scale_of(str(docs[0]["_id"]), str(docs[-1]["_id"]))
+                 if len(docs) > 1 else request.scale)
+    cache: dict[str, dict[str, Any] | None] = {str(doc["_id"]): doc for doc in docs}
+    missing: set[str] = set()
+
+    def resolve(ref: str) -> Any:
+        if ref in cache:
+            return cache[ref]
+        missing.add(ref)
+        return None
+
+    budget = transact.limits.groq_budget() if transact is not None else None
+    for _ in range(_DEREF_ROUNDS):
+        missing.clear()
+
+        def run() -> list[Any]:
+            return batches.rows_of(request, docs, now, resolve)
+
+        rows = run() if budget is None else await off_loop(run, budget)
+        if not missing:
+            break
+        found = await lake.find({"_id": {"$in": sorted(missing)}}, dataset=dataset)
+        cache.update({ref: None for ref in missing})
+        cache.update({str(doc["_id"]): doc for doc in found})
+    return RowBatch(rows=rows, last=last, done=done, at=request.at, scale=scale)
+
+
+async def _after(lake: Lake, dataset: str, kind: str | None, after: str | None, limit: int
+                 ) -> list[dict[str, Any]]:
+    """The first ``limit`` documents after ``after`` (of type ``kind``), in ``_id`` order.
+    The embedded lake reads the whole open range for this, whatever the limit."""
+    flt: dict[str, Any] = {"_id": {"$gt": after}} if after is not None else {}
+    if kind is not None:
+        flt["_type"] = kind
+    return await lake.find(flt, dataset=dataset, sort=[("_id", 1)], limit=limit)
+
+
+async def _ranges(lake: Lake, dataset: str, kind: str, request: BatchRequest
+                  ) -> tuple[list[dict[str, Any]], str | None, bool, int | None]:
+    """About ``size`` documents after ``after`` through bounded ``(_type, _id)`` ranges:
+    ``(documents, the last key read up to, done, the scale for the next batch)``.
+
+    A range of ``2**scale`` key units is read; an empty one grows the scale by 16x, a
+    short one by 2x, and a range with more than twice what the batch still wants is cut
+    there (its rest is read again by the next batch) and shrinks the scale by the excess.
+    """
+    assert request.after is not None
+    size, lo = request.size, request.after
+    scale = request.scale if request.scale is not None else 64
+    docs: list[dict[str, Any]] = []
+    for _ in range(_PROBES):
+        hi = batches.bound_after(lo, scale)
+        if hi is None:  # past the last possible key: the open rest of the range
+            wanted = size - len(docs)
+            tail = await _after(lake, dataset, kind, lo, wanted)
+            docs += tail
+            return docs, (str(docs[-1]["_id"]) if docs else lo), len(tail) < wanted, scale
+        found = await lake.find({"_type": kind, "_id": {"$gt": lo, "$lte": hi}},
+                                dataset=dataset, sort=[("_id", 1)])
+        wanted = size - len(docs)
+        if len(found) > 2 * wanted:
+            docs += found[:wanted]
+            excess = len(found) // max(wanted, 1)
+            return docs, str(docs[-1]["_id"]), False, max(0, scale - excess.bit_length())
+        docs += found
+        lo = hi
+        if len(docs) >= size:
+            break
+        scale += 4 if not found else (1 if len(found) < wanted // 2 else 0)
+    return docs, lo, False, scale
+
+
+class Registrar:
+    """Registers the rest of a cohort's rows, a batch per commit."""
+
+    def __init__(self, transact: Transactor) -> None:
+        self.transact = transact
+        self.now: set[str] = set()  # parents this process is registering right now
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def after_commit(self, mutation: Mutation) -> None:
+        """After a commit that left rows to register: go on in the background."""
+        instance = mutation.instance
+        if not instance.owesRegistration or instance.id_ in self.now:
+            return
+        self.now.add(instance.id_)  # before the task runs: one continuation per parent
+        task = asyncio.ensure_future(self._background(instance.id_))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _background(self, parent_id: str) -> None:
+        try:
+            await self.run(parent_id, claimed=True)
+        except Exception:  # the heartbeat takes over (owesRegistration stays set)
+            log.warning("registration of %s stopped; the heartbeat resumes it", parent_id,
+                        exc_info=True)
+
+    async def run(self, parent_id: str, actor: Actor | None = None, *,
+                  claimed: bool = False) -> int:
+        """Commit batches until no cohort of the parent has rows left to register;
+        returns how many batches it committed."""
+        if not claimed:
+            if parent_id in self.now:
+                return 0
+            self.now.add(parent_id)
+        t = self.transact
+        n = 0
+        try:
+            for _ in range(MAX_BATCHES):
+                t.faults.check("mid-registration")
+                mutation = await t.commit(parent_id, plan_register, verb="registerRows",
+                                          actor=actor or Actor.system())
+                if mutation.dirty:
+                    n += 1
+                if not mutation.instance.owesRegistration:
+                    break
+        finally:
+            self.now.discard(parent_id)
+        return n
+
+    async def idle(self) -> None:
+        """Wait for every background registration of this process (tests, shutdown)."""
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)

@@ -1,0 +1,160 @@
+"""Registration in batches (docs/subworkflows.md#registration-and-limits), on the embedded lake.
+
+A windowed lake ``forEach`` registers its rows a batch per parent commit: the
+first batch with the spawn (its rows start at once), the rest after it, in
+``_id`` order, from the checkpoint on the parent's cohort setting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from kinflow.core.errors import InjectedFault, KinflowError
+from kinflow.core.state import Instance
+from kinflow.engine import Engine
+from kinflow.worker import Worker
+from tests.engine.cohort_defs import child as child_def
+from tests.engine.cohort_defs import parent, with_item
+
+pytestmark = pytest.mark.lake
+
+WAITING = ("count($subworkflows[activity == 'translate' && current"
+           " && status in ['active', 'queued']]) == 0")
+BATCH = 5
+
+
+def lake_parent(max_active: int | None = 3, for_each: str = "*[_type == 'item']{_id}"
+                ) -> dict[str, Any]:
+    definition = with_item(parent(for_each, settled=WAITING), "$row._id")
+    for stage in definition["stages"]:
+        for activity in stage.get("activities") or []:
+            for action in activity["actions"]:
+                if "spawn" in action and max_active is not None:
+                    action["spawn"]["maxActive"] = max_active
+    return definition
+
+
+def batched(engine: Engine, **limits: Any) -> Engine:
+    return Engine(engine.lake, clock=engine.clock, limits=dataclasses.replace(
+        engine.limits, registration_batch=BATCH, **limits))
+
+
+async def put_items(engine: Engine, names: list[str], **extra: Any) -> None:
+    for name in names:
+        await engine.lake.create({"_id": name, "_type": "item", **extra})
+
+
+async def spawned(engine: Engine, names: list[str], *, others: int = 0,
+                  max_active: int | None = 3) -> Instance:
+    await engine.ensure_ready()
+    await engine.deploy([lake_parent(max_active), child_def()])
+    await put_items(engine, names)
+    for n in range(others):  # documents the query does not match, between the items
+        await engine.lake.create({"_id": f"item-{n:02d}x", "_type": "other"})
+    started = await engine.start_instance("p")
+    return (await engine.fire_action(started.instance.id_, "go", "go")).instance
+
+
+def setting(p: Instance) -> Any:
+    return next(c for c in p.cohorts or [] if c.activity == "translate")
+
+
+NAMES = [f"item-{n:02d}" for n in range(23)]
+
+
+async def test_a_windowed_lake_cohort_registers_in_batches_in_id_order(engine: Engine) -> None:
+    engine = batched(engine)
+    engine.faults.arm("mid-registration")  # hold the background: see the first batch alone
+    p = await spawned(engine, list(reversed(NAMES)), others=4)
+    assert [r.rowKey for r in p.subworkflows] == NAMES[:BATCH]
+    assert [bool(r.queued) for r in p.subworkflows] == [False] * 3 + [True] * 2
+    point = setting(p).registration
+    assert point is not None and point["after"] == NAMES[BATCH - 1] and point["rows"] == BATCH
+    assert p.owesRegistration is True
+    await engine.registrar.idle()
+    assert await engine.maintenance.finish_registration(p.id_) >= 4
+    p = await engine.get_instance(p.id_)
+    assert [r.rowKey for r in p.subworkflows] == NAMES
+    assert setting(p).registration is None and p.owesRegistration is None
+    assert sum(1 for r in p.subworkflows if not r.queued) == 3  # the window holds
+
+
+async def test_the_rest_registers_in_the_background_of_the_spawning_process(
+        engine: Engine) -> None:
+    engine = batched(engine)
+    p = await spawned(engine, NAMES)
+    await engine.registrar.idle()
+    p = await engine.get_instance(p.id_)
+    assert [r.rowKey for r in p.subworkflows] == NAMES
+    assert p.owesRegistration is None and p.currentStage == "review"
+
+
+async def test_documents_created_after_the_spawn_are_not_members(engine: Engine) -> None:
+    engine = batched(engine)
+    engine.faults.arm("mid-registration")
+    p = await spawned(engine, NAMES)
+    await engine.registrar.idle()
+    await put_items(engine, ["item-05a", "item-99"])  # created after the spawn
+    await engine.lake.patch("item-20", {"$set": {"_type": "gone"}})  # changed: read as it is
+    await engine.maintenance.finish_registration(p.id_)
+    p = await engine.get_instance(p.id_)
+    assert [r.rowKey for r in p.subworkflows] == [n for n in NAMES if n != "item-20"]
+
+
+async def test_a_crash_between_batches_resumes_from_the_checkpoint_on_the_heartbeat(
+        engine: Engine) -> None:
+    engine = batched(engine)
+    engine.faults.arm("mid-registration")
+    p = await spawned(engine, NAMES)
+    await engine.registrar.idle()
+    worker = Worker(engine, grace_seconds=0)
+    report = await worker.run_pass()
+    assert report.of("register") == [p.id_]
+    p = await engine.get_instance(p.id_)
+    keys = [r.rowKey for r in p.subworkflows]
+    assert keys == NAMES and len(set(keys)) == len(keys)
+
+
+async def test_two_registrars_never_register_a_row_twice(engine: Engine) -> None:
+    engine = batched(engine)
+    engine.faults.arm("mid-registration")
+    p = await spawned(engine, NAMES)
+    await engine.registrar.idle()
+    other = batched(engine)
+    import asyncio
+
+    await asyncio.gather(engine.maintenance.finish_registration(p.id_),
+                         other.maintenance.finish_registration(p.id_))
+    p = await engine.get_instance(p.id_)
+    assert [r.rowKey for r in p.subworkflows] == NAMES
+
+
+async def test_a_cohort_without_a_window_is_refused_past_max_active_children(
+        engine: Engine) -> None:
+    small = batched(engine, max_active_children=4)
+    with pytest.raises(KinflowError) as refused:
+        await spawned(small, NAMES[:5], max_active=None)
+    assert refused.value.code == "fan-out-limit"
+    assert refused.value.details["reason"] == "no-window"
+
+
+async def test_registration_past_the_fan_out_limit_is_refused(engine: Engine) -> None:
+    small = batched(engine, fan_out=7)
+    small.faults.arm("mid-registration")
+    p = await spawned(small, NAMES)
+    await small.registrar.idle()
+    with pytest.raises(KinflowError) as refused:
+        await small.maintenance.finish_registration(p.id_)
+    assert refused.value.code == "fan-out-limit"
+    p = await small.get_instance(p.id_)
+    assert len(p.subworkflows) == BATCH  # the refused batch wrote nothing
+
+
+async def test_a_crash_mid_spawn_registers_nothing(engine: Engine) -> None:
+    engine = batched(engine)
+    engine.faults.arm("before-spawn-commit")
+    with pytest.raises(InjectedFault):
+        await spawned(engine, NAMES)
