@@ -86,6 +86,7 @@ async def _subscribed(
                         "get a fresh snapshot", resubscribe=True, topic=topic,
                     )  # fmt: skip
                 yield event
+                del event  # a snapshot's documents are held by no one once its frames went out
                 release()  # asked for the next event: the snapshot's frame went out
 
         try:
@@ -158,6 +159,7 @@ async def _family(info: KInfo, parent_id: str) -> AsyncIterator[tuple[Family, As
             async for event in events:
                 if event.kind == "snapshot":
                     family.load(event.documents)
+                    del event  # the family keeps what it needs, not the snapshot
                     if family.parent is None or family.parent.get("_type") != INSTANCE_TYPE:
                         raise InstanceNotFound(f"no instance {parent_id!r}", instanceId=parent_id)
                     yield None
@@ -319,6 +321,9 @@ class Subscription:
                         members[doc["_id"]] = instance_status(dict(doc))
                         yield InstanceEvent(kind="snapshot", instance=WorkflowInstance(
                             doc=dict(doc)), at=_at(dict(doc)))  # fmt: skip
+                    # from here on only ``members``: a live subscription that kept its
+                    # snapshot would hold a thousand documents each, outside the budget
+                    del event
                     continue
                 if event.kind == "delete" or event.document is None:
                     members.pop(str(event.document_id), None)
