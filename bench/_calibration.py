@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from _process import cpu_seconds
-from pymongo import AsyncMongoClient
+from pymongo import AsyncMongoClient, UpdateOne
 
 DATABASE = "bench_calibration"
 STAMP = "2026-01-01T00:00:00.000Z"
@@ -109,10 +109,14 @@ def fire_update() -> dict[str, Any]:
 
 
 async def raw_commit_rate(lake: AsyncMongoClient[dict[str, Any]], lake_pid: int | None,
-                          source: str, *, callers: int, seconds: float, pool: int = 4000
-                          ) -> Calibration:
+                          source: str, *, callers: int, seconds: float, pool: int = 4000,
+                          group: int = 1) -> Calibration:
     """``callers`` tasks committing find + update + commit for ``seconds``, on a copy of the
-    indexes of collection ``source`` (``database.collection``) of the same daemon."""
+    indexes of collection ``source`` (``database.collection``) of the same daemon.
+
+    ``group`` > 1 commits that many documents per transaction (one ``find`` by
+    ``$in``, one ``update`` command of ``group`` statements, one commit): what a
+    group commit of concurrent fires would cost the daemon per document."""
     database, collection = source.split(".", 1)
     db = lake[DATABASE]
     await lake.drop_database(DATABASE)
@@ -132,18 +136,26 @@ async def raw_commit_rate(lake: AsyncMongoClient[dict[str, Any]], lake_pid: int 
     commits = [0]
     stop = time.perf_counter() + seconds
 
-    async def one(doc_id: str) -> None:
+    def fresh() -> dict[str, Any]:
+        ops = copy.deepcopy(template)
+        ops["$set"]["_rev"] = uuid.uuid4().hex[:16]
+        return ops
+
+    async def one(doc_ids: list[str]) -> None:
         async with lake.start_session() as session:
             async with await session.start_transaction():
-                await target.find_one({"_id": doc_id}, session=session)
-                ops = copy.deepcopy(template)
-                ops["$set"]["_rev"] = uuid.uuid4().hex[:16]
-                await target.update_one({"_id": doc_id}, ops, session=session)
+                if len(doc_ids) == 1:
+                    await target.find_one({"_id": doc_ids[0]}, session=session)
+                    await target.update_one({"_id": doc_ids[0]}, fresh(), session=session)
+                    return
+                await target.find({"_id": {"$in": doc_ids}}, session=session).to_list(None)
+                await target.bulk_write([UpdateOne({"_id": i}, fresh()) for i in doc_ids],
+                                        ordered=False, session=session)
 
     async def caller() -> None:
         while time.perf_counter() < stop:
-            await one(f"calibration.{next(ids) % pool:06d}")
-            commits[0] += 1
+            await one([f"calibration.{next(ids) % pool:06d}" for _ in range(group)])
+            commits[0] += group
 
     cpu, began = cpu_seconds(lake_pid), time.perf_counter()
     await asyncio.gather(*(caller() for _ in range(callers)))

@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from kinflow.engine import Engine, Limits
+from kinflow.engine.group import Grouper
 from kinflow.errors import ConfigurationError
 from kinflow.groq import pool
 
@@ -67,5 +68,7 @@ def build_engine(lake: Any, settings: Any) -> Engine:
                    per_caller=settings.groq_caller_concurrency)
     engine = Engine(lake, limits=Limits.from_settings(settings),
                     propagation=settings.propagation)  # fmt: skip
+    # concurrent verbs share lake transactions (engine/group.py, docs/performance.md)
+    engine.driver.grouper = Grouper(engine.transact)
     load_handlers(engine, settings.effect_handlers)
     return engine

@@ -30,6 +30,7 @@ from kinflow.core.errors import ActionDisabled, CascadeLimit, InstanceNotFound
 from kinflow.core.mutation import Mutation
 from kinflow.core.readmodel import live_children_filter
 from kinflow.core.state import Instance
+from kinflow.engine.group import Grouper
 from kinflow.engine.indexes import INSTANCES
 from kinflow.engine.materialise import existing_ids
 from kinflow.engine.propagation import Propagator, Reaction
@@ -60,12 +61,15 @@ class Driver:
         # (the reference's contract); in a large cohort it returns after its own commits
         # and the parent reacts in paced, coalesced rounds. "inline"/"background" force one
         self.propagator = Propagator(self.round, mode=propagation)
+        self.grouper: Grouper | None = None  # group commit of concurrent verbs (engine/group.py)
 
     async def verb(self, instance_id: str, name: str, actor: Actor | None, planner: Planner,
                    *, cascade: bool = True) -> OperationResult:
         actor = actor or Actor.system()
         if planner is verbs.plan_hop:
             mutation = await self.hop(instance_id, name, actor, check_missing=name == "tick")
+        elif self.grouper is not None:
+            mutation = await self.grouper.commit(instance_id, planner, verb=name, actor=actor)
         else:
             mutation = await self.transact.commit(instance_id, planner, verb=name, actor=actor)
         if not cascade:

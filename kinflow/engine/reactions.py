@@ -39,7 +39,7 @@ async def follow_content_changes(
 ) -> None:
     """Run until cancelled: tick watchers of every changed content document."""
     actor = actor or Actor.system("content-reactions")
-    subscription = await hub.subscribe(ALL)
+    subscription = await hub.subscribe(ALL, documents=False)  # ids suffice: no lookups
     if ready is not None:
         ready.set()
     try:

@@ -22,6 +22,14 @@ snapshot, then live changes. (The one imprecision: a document created and
 deleted again between the read and ``U``, a few milliseconds, is not shown,
 which leaves the subscriber's view of it, absent, correct.)
 
+The lake reads each changed document for the stream (``updateLookup``) only
+while some subscriber needs documents: a subscriber of ids alone (the
+engine's content reactions) subscribes with ``documents=False``, and while
+only such subscribers listen the stream is opened without lookups (a daemon
+read per update saved). When one that needs documents arrives, the event in
+hand is read here and the stream reopens from it with lookups; it reopens
+without them once none has needed them for ``LEAN_AFTER`` seconds.
+
 Each subscriber has a bounded queue. One that falls behind is cut off: its
 queue is replaced by a single ``resync`` event and it receives nothing more,
 so a slow consumer never blocks the others. When the stream's history is lost
@@ -33,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -51,6 +60,7 @@ from kinflow.storage.subscription import ChangeEvent, Fence, Subscription
 log = logging.getLogger("kinflow.hub")
 
 HISTORY_LOST = 286
+LEAN_AFTER = 5.0  # seconds without a subscriber that needs documents before lookups stop
 ALL = "*"
 
 TopicFunction = Callable[[Mapping[str, Any]], Iterable[str]]
@@ -99,6 +109,9 @@ class ChangeHub:
         self.topic_functions: list[TopicFunction] = list(topic_functions)
         self._subscribers: dict[str, set[Subscription]] = {}
         self._fenced: set[Subscription] = set()
+        self._lean: set[Subscription] = set()  # subscribers that need no documents
+        self._unwanted_since: float | None = None  # lookups on, nobody needing them since
+        self._event_token: Mapping[str, Any] | None = None  # the last event's resume token
         self._task: asyncio.Task[None] | None = None
         self._opened = asyncio.Event()
         self.resume_token: Mapping[str, Any] | None = None
@@ -163,9 +176,18 @@ class ChangeHub:
         snapshot: SnapshotLoader | None = None,
         *,
         queue_size: int | None = None,
+        documents: bool = True,
     ) -> Subscription:
-        """Register for ``topic``; with ``snapshot``, deliver its result first."""
+        """Register for ``topic``; with ``snapshot``, deliver its result first.
+
+        ``documents=False`` (a subscriber of ``*`` or ``doc:<id>`` that reads only
+        ids, kinds and changed fields): while only such subscribers listen, the stream
+        asks the lake for no changed document (no ``updateLookup``: a lake read per
+        update saved), so their update events carry ``document=None``.
+        """
         sub = Subscription(topic=topic, limit=queue_size or self.queue_size, _hub=self)
+        if not documents:
+            self._lean.add(sub)
         self._subscribers.setdefault(topic, set()).add(sub)
         if snapshot is None:
             sub.go_live(())
@@ -198,6 +220,7 @@ class ChangeHub:
             self._fenced.discard(sub)
 
     def _forget(self, sub: Subscription) -> None:
+        self._lean.discard(sub)
         self._fenced.discard(sub)
         subs = self._subscribers.get(sub.topic)
         if subs is not None:
@@ -226,6 +249,39 @@ class ChangeHub:
                 sub.offer(event)
                 self.delivered += 1
 
+    def _switching(self, lookup: bool) -> bool:
+        """Whether to reopen the stream from the last event read, with lookups or without.
+
+        Lookups start as soon as a subscriber needs them; they stop once none has for
+        ``LEAN_AFTER`` seconds (subscribers that come and go do not reopen it each time).
+        It reopens from the last event's token: an empty read's token may name another
+        collection (the embedded lake's), which the lake refuses to resume from; since
+        that event, the reads were empty. Never without such a token.
+        """
+        if self._event_token is None:
+            return False
+        if not lookup:
+            return self.wants_documents()
+        if self.wants_documents():
+            self._unwanted_since = None
+            return False
+        now = asyncio.get_running_loop().time()
+        if self._unwanted_since is None:
+            self._unwanted_since = now
+        return now - self._unwanted_since >= LEAN_AFTER
+
+    def wants_documents(self) -> bool:
+        """Whether some subscriber needs changed documents (the stream looks them up)."""
+        return self.subscriber_count() > len(self._lean)
+
+    async def _looked_up(self, coll: Any, event: ChangeEvent) -> ChangeEvent:
+        """An update event of a stream without lookups, with its document read now (what
+        ``updateLookup`` returns too: the document as it is at the read)."""
+        if event.kind != "update" or event.document is not None or event.document_id is None:
+            return event
+        document = await coll.find_one({"_id": event.document_id})
+        return dataclasses.replace(event, document=document)
+
     def _quiet_round(self) -> None:
         """A read of the stream came back empty: fences waiting on it may lift."""
         self.quiet_rounds += 1
@@ -236,8 +292,10 @@ class ChangeHub:
         attempt = 0
         while True:
             coll = self.lake.collection(self.dataset)  # the lake may have a new client now
+            switch = False
             try:
-                options: dict[str, Any] = {"full_document": "updateLookup"}
+                lookup, self._unwanted_since = self.wants_documents(), None
+                options: dict[str, Any] = {"full_document": "updateLookup"} if lookup else {}
                 if self.resume_token is not None:
                     options["resume_after"] = self.resume_token
                 async with await coll.watch(**options) as stream:
@@ -246,17 +304,29 @@ class ChangeHub:
                     while stream.alive:
                         change = await stream.try_next()  # one read of the stream at most
                         self.resume_token = stream.resume_token
+                        if change is not None:  # its own token, not the batch's
+                            self._event_token = change.get("_id")
                         if change is None:
                             if stream.alive:  # an empty read, not a lost cursor
                                 self._quiet_round()
+                            if self._switching(lookup):
+                                switch = True
+                                break
                             continue
                         event = event_from_change(change)
                         if event is not None:
+                            if not lookup and self.wants_documents():
+                                # a subscriber that needs documents came: this event is
+                                # looked up here, the next ones by the reopened stream
+                                event = await self._looked_up(coll, event)
                             observed = self.delivered
                             self.dispatch(event)
                             work.change_seen(change, self.delivered - observed)
+                            if self._switching(lookup):
+                                switch = True
+                                break
                         elif change.get("operationType") in ("drop", "invalidate"):
-                            self.resume_token = None
+                            self.resume_token = self._event_token = None
                             self.resync_all()
                             break
             except asyncio.CancelledError:
@@ -264,7 +334,7 @@ class ChangeHub:
             except OperationFailure as exc:
                 if exc.code == HISTORY_LOST:
                     log.warning("change stream history lost; every subscriber must resync")
-                    self.resume_token = None
+                    self.resume_token = self._event_token = None
                     self.resync_all()
                 else:
                     log.warning("change stream failed (%s); reopening", exc)
@@ -272,5 +342,8 @@ class ChangeHub:
             except PyMongoError as exc:
                 log.warning("change stream interrupted (%s); reopening", exc)
                 attempt += 1
+            if switch:  # from the last event dispatched, with or without lookups
+                self.resume_token = self._event_token
+                continue
             self.reopens += 1
             await asyncio.sleep(random.uniform(0.05, min(5.0, 0.1 * 2**attempt)))
