@@ -20,10 +20,13 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/kinflow demo
 
+# The suite runs on TEST_WORKERS processes (pytest-xdist), one test file at a time each; every
+# worker starts its own embedded lake in a temporary directory of its own. TEST_WORKERS=0: one.
+TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/ruff check kinflow tests bench
 	$(BIN)/mypy
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 # The fast tier: pure core and unit tests, no lake daemon (the launcher refuses under
 # KINFLOW_NO_EMBEDDED_LAKE, and every test that needs the lake is marked `lake`).

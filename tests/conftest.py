@@ -28,12 +28,25 @@ from kinflow.storage.embedded import EmbeddedLake
 LAKE_FIXTURE = "lake_uri"
 
 
+#: folders whose files take longest (processes killed and restarted, browsers): under
+#: pytest-xdist (``make test``) they are handed out first, so no long file starts last
+LONG_FIRST = ("tests/reliability/", "tests/browser/", "tests/lake/")
+
+
+def _long_first(item: pytest.Item) -> int:
+    path = item.nodeid
+    return next((n for n, folder in enumerate(LONG_FIRST) if path.startswith(folder)),
+                len(LONG_FIRST))  # fmt: skip
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark ``lake`` every test whose fixtures reach the lake, whatever its file says."""
     for item in items:
         if LAKE_FIXTURE in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.lake)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker collects, and sorts, alike
+        items.sort(key=_long_first)
 
 
 @pytest.fixture(scope="session")

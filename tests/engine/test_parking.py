@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from kinflow.core.context import Limits
 from kinflow.core.errors import CascadeLimit
 from kinflow.engine import Engine
 from kinflow.engine.parking import PARKED_TYPE, Parking
+from kinflow.storage import Lake
 from kinflow.storage.database import side_name
 from kinflow.worker import Worker
 from tests.engine.conftest import Clock
@@ -22,6 +24,15 @@ LOOPING = simple("looping", [
     {"name": "ping", "transitions": [{"name": "to-pong", "to": "pong"}]},
     {"name": "pong", "transitions": [{"name": "to-ping", "to": "ping"}]},
 ])
+
+
+@pytest.fixture
+async def engine(lake: Lake, clock: Clock) -> Engine:
+    """The engine of tests/engine/conftest.py with a cascade limit of 10: the same parking,
+    each refused cascade ten times shorter (every move rewrites a longer history)."""
+    built = Engine(lake, clock=clock, limits=Limits(cascade_moves=10))
+    await built.ensure_ready()
+    return built
 
 
 async def _stored(engine: Engine, iid: str) -> tuple[str, int]:
