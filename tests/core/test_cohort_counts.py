@@ -233,3 +233,29 @@ def test_a_cohort_new_in_the_plan_reads_its_aggregates_before_the_commit_ends() 
     aggregates.refresh(instance, instance.definition_model(), [], [0], chunks.CHUNK)
     instance.subworkflows.append(row(1, "succeeded", visit.key_, {"n": 5}, "other"))
     assert counts.cohort_object(instance, "other", visit.key_)["aggregates"] == {"words": 5}
+
+
+def test_rows_a_plan_adds_count_toward_their_own_cohort_only() -> None:
+    instance = _parent()
+    visit = instance.open_entry()
+    assert visit is not None
+    _with_rows(instance, [row(i, "active", visit.key_) for i in range(4)])
+    instance.subworkflows.extend(row(i, "queued", visit.key_, activity="other")
+                                 for i in range(4, 8))
+    assert counts.largest(instance) == ("translate", visit.key_, 4)
+    assert len(subworkflows_for(instance, ctx(limits=Limits(condition_rows=5)), "x")) == 8
+    instance.subworkflows.append(row(8, "queued", visit.key_, activity="other"))
+    with pytest.raises(CohortTooLargeForRows):
+        subworkflows_for(instance, ctx(limits=Limits(condition_rows=5)), "x")
+
+
+def test_the_live_summary_spans_the_rows_the_plan_added() -> None:
+    instance = _parent()
+    visit = instance.open_entry()
+    assert visit is not None
+    _with_rows(instance, [row(i, "active", visit.key_) for i in range(2)])
+    instance.subworkflows.extend([row(2, "queued", visit.key_, activity="other"),
+                                  row(3, "queued", visit.key_)])
+    found = {e["activity"]: (e["first"], e["last"], tallies.total(e))
+             for e in counts.live_summary(instance)}
+    assert found == {"translate": (0, 3, 3), "other": (2, 2, 1)}

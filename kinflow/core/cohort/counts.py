@@ -63,8 +63,9 @@ def setting(instance: Instance, activity: str, stage_entry: str) -> CohortWindow
 def live_summary(instance: Instance) -> tallies.Summary:
     """``instance.cohortRows`` brought up to the rows in hand: the stored counts, less
     the rows as they were for every row replaced since, plus those rows now and every
-    row past ``rowCount`` (none when fewer rows are in hand than stored). A summary
-    missing or of an unreadable scheme is computed from the rows (once per state of them)."""
+    row past ``rowCount`` (none when fewer rows are in hand than stored), with ``first``
+    and ``last`` widened to them. A summary missing or of an unreadable scheme is computed
+    from the rows (once per state of them)."""
     rows = instance.subworkflows
     replaced = instance._derived.get(REPLACED)
     changes = replaced[1] if replaced is not None and replaced[0] == id(instance) else {}
@@ -94,6 +95,10 @@ def live_summary(instance: Instance) -> tallies.Summary:
                 "tallies": tallies.SCHEME})
             name = tallies.tally(new)
             entry["counts"][name] = entry["counts"].get(name, 0) + 1
+        for i in range(base, len(rows)):  # the registry places rows added since span
+            entry = found[(rows[i].activity, rows[i].stageEntry)]
+            entry["first"] = min(int(entry.get("first", i)), i)
+            entry["last"] = max(int(entry.get("last", i)), i)
         for entry in found.values():
             entry["counts"] = {k: v for k, v in entry["counts"].items() if v > 0}
         summary = list(found.values())
@@ -185,27 +190,11 @@ def cohorts_object(instance: Instance, definition: WorkflowDefinition) -> dict[s
 
 
 def largest(instance: Instance) -> tuple[str, str, int] | None:
-    """``(activity, stage entry, rows)`` of the parent's largest cohort, from the stored
-    summary (its rows as loaded) and what was appended since."""
+    """``(activity, stage entry, rows)`` of the parent's largest cohort (any visit), from
+    the summary as ``live_summary`` brings it up to the rows in hand."""
     best: tuple[str, str, int] | None = None
-    for entry in instance.cohortRows or []:
+    for entry in live_summary(instance):
         size = tallies.total(entry)
         if best is None or size > best[2]:
             best = (entry["activity"], entry["stageEntry"], size)
-    appended = len(instance.subworkflows) - (instance.rowCount or 0)
-    if instance.cohortRows is None and instance.subworkflows:
-        return largest_of_rows(instance)
-    if best is not None and appended > 0:
-        best = (best[0], best[1], best[2] + appended)  # an upper bound is enough here
-    elif best is None and appended > 0:
-        return largest_of_rows(instance)
     return best
-
-
-def largest_of_rows(instance: Instance) -> tuple[str, str, int]:
-    sizes: dict[tuple[str, str], int] = {}
-    for row in instance.subworkflows:
-        key = (row.activity, row.stageEntry)
-        sizes[key] = sizes.get(key, 0) + 1
-    (activity, stage_entry), size = max(sizes.items(), key=lambda item: item[1])
-    return activity, stage_entry, size
