@@ -20,13 +20,15 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/kinflow demo
 
-# The suite runs on TEST_WORKERS processes (pytest-xdist), one test file at a time each; every
-# worker starts its own embedded lake in a temporary directory of its own. TEST_WORKERS=0: one.
+# The suite runs on TEST_WORKERS processes (pytest-xdist), one test file at a time each, handed
+# out in the order tests/conftest.py sorts them (the long folders first); every worker starts its
+# own embedded lake in a temporary directory of its own. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/ruff check kinflow tests bench
 	$(BIN)/mypy
-	$(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile \
+	  --no-loadscope-reorder
 
 # The fast tier: pure core and unit tests, no lake daemon (the launcher refuses under
 # KINFLOW_NO_EMBEDDED_LAKE, and every test that needs the lake is marked `lake`).
