@@ -73,8 +73,8 @@ async def verb(name: str, instance_id: str, work: Awaitable[T]) -> T:
     finally:
         context.leave_instance(tokens)
         if ON.metrics:
-            metrics.VERBS.labels(name, outcome_code(failure)).inc()
-            metrics.VERB_SECONDS.labels(name).observe(time.perf_counter() - started)
+            metrics.child(metrics.VERBS, name, outcome_code(failure)).inc()
+            metrics.child(metrics.VERB_SECONDS, name).observe(time.perf_counter() - started)
 
 
 class CommitWatch:
@@ -97,7 +97,7 @@ class CommitWatch:
         self.attempts += 1
         lost = isinstance(exc, ConnectionFailure)
         if ON.metrics:
-            metrics.COMMIT_RETRIES.labels(self.verb, "lake" if lost else "conflict").inc()
+            metrics.child(metrics.COMMIT_RETRIES, self.verb, "lake" if lost else "conflict").inc()
         if self.span is not None:
             self.span.add_event("retry", {"attempt": attempt + 1, "cause": type(exc).__name__})
 
@@ -119,16 +119,32 @@ class CommitWatch:
                 outcome = "refused"
             elif exc is not None:
                 outcome = "error"
-            metrics.COMMITS.labels(self.verb, outcome).inc()
-            metrics.COMMIT_SECONDS.labels(self.verb).observe(time.perf_counter() - self.started)
+            metrics.child(metrics.COMMITS, self.verb, outcome).inc()
+            metrics.child(metrics.COMMIT_SECONDS, self.verb).observe(
+                time.perf_counter() - self.started)
         if self._span_cm is not None:
             assert self.span is not None
             self.span.set_attribute("kinflow.attempts", self.attempts)
             self._span_cm.__exit__(kind, exc, tb)
 
 
-def commit(verb: str) -> CommitWatch:
-    return CommitWatch(verb)
+class _Unwatched:
+    """The commit hook while metrics and tracing are off: nothing to do."""
+
+    retry = None
+
+    def __enter__(self) -> _Unwatched:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+
+_UNWATCHED = _Unwatched()
+
+
+def commit(verb: str) -> CommitWatch | _Unwatched:
+    return CommitWatch(verb) if ON.metrics or ON.tracing else _UNWATCHED
 
 
 def loaded(document: dict[str, Any]) -> None:

@@ -62,8 +62,8 @@ class LakeCommands(monitoring.CommandListener):
                   outcome: str) -> None:
         if ON.metrics:
             command = command_label(event.command_name)
-            metrics.LAKE_COMMANDS.labels(command, outcome).inc()
-            metrics.LAKE_SECONDS.labels(command).observe(event.duration_micros / 1e6)
+            metrics.child(metrics.LAKE_COMMANDS, command, outcome).inc()
+            metrics.child(metrics.LAKE_SECONDS, command).observe(event.duration_micros / 1e6)
         if self.open:
             span = self.open.pop((event.connection_id, event.request_id), None)
             if span is not None:

@@ -10,9 +10,23 @@ label ever carries an instance, document or token id.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+
+_CHILDREN: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+
+def child(metric: Any, *values: str) -> Any:
+    """``metric.labels(*values)``, kept: the label sets are few, and the client's own
+    lookup (checks, a lock) costs more than the count itself on every round trip."""
+    key = (id(metric), values)
+    found = _CHILDREN.get(key)
+    if found is None:
+        found = _CHILDREN[key] = metric.labels(*values)
+    return found
 
 FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 SLOW = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)

@@ -88,8 +88,8 @@ class OperationWatch(SchemaExtension):
         kind = kind_of(self.execution_context)
         code = outcome_of(self.execution_context.result)
         if ON.metrics:
-            metrics.OPERATIONS.labels(self.field, kind, code).inc()
-            metrics.OPERATION_SECONDS.labels(self.field, kind).observe(
+            metrics.child(metrics.OPERATIONS, self.field, kind, code).inc()
+            metrics.child(metrics.OPERATION_SECONDS, self.field, kind).observe(
                 time.perf_counter() - started)
         if span_cm is not None:
             self.span.update_name(f"{kind} {self.field}")

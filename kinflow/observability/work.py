@@ -46,17 +46,17 @@ async def heartbeat_pass(run: Callable[[], Awaitable[T]]) -> T:
         return report
     finally:
         if ON.metrics:
-            metrics.HEARTBEAT_PASSES.labels(outcome).inc()
+            metrics.child(metrics.HEARTBEAT_PASSES, outcome).inc()
             metrics.HEARTBEAT_SECONDS.observe(time.perf_counter() - started)
 
 
 def _count_items(report: Any) -> None:
     for kind, _ in getattr(report, "processed", ()):
-        metrics.HEARTBEAT_ITEMS.labels(kind, "done").inc()
+        metrics.child(metrics.HEARTBEAT_ITEMS, kind, "done").inc()
     for kind, *_ in getattr(report, "failed", ()):
-        metrics.HEARTBEAT_ITEMS.labels(kind, "failed").inc()
+        metrics.child(metrics.HEARTBEAT_ITEMS, kind, "failed").inc()
     for kind, *_ in getattr(report, "parked", ()):
-        metrics.HEARTBEAT_ITEMS.labels(kind, "parked").inc()
+        metrics.child(metrics.HEARTBEAT_ITEMS, kind, "parked").inc()
 
 
 Handler = Callable[[Any], Any]
@@ -69,7 +69,7 @@ def handler(name: str, run: Handler | None) -> Handler | None:
 
     async def watched(call: Any) -> Any:
         if ON.metrics:
-            metrics.EFFECTS_CLAIMED.labels(name).inc()
+            metrics.child(metrics.EFFECTS_CLAIMED, name).inc()
         started = time.perf_counter()
         outcome = "failed"
         tokens = context.enter_instance(str(getattr(call, "instance_id", "")))
@@ -87,8 +87,8 @@ def handler(name: str, run: Handler | None) -> Handler | None:
         finally:
             context.leave_instance(tokens)
             if ON.metrics:
-                metrics.EFFECTS_FINISHED.labels(name, outcome).inc()
-                metrics.EFFECT_SECONDS.labels(name).observe(time.perf_counter() - started)
+                metrics.child(metrics.EFFECTS_FINISHED, name, outcome).inc()
+                metrics.child(metrics.EFFECT_SECONDS, name).observe(time.perf_counter() - started)
 
     return watched
 
