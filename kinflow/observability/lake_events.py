@@ -19,6 +19,7 @@ from pymongo import monitoring
 from kinflow.observability import metrics, tracing
 from kinflow.observability.switch import ON
 
+OPEN_SPANS = 10_000  # lake spans awaiting their reply, at most
 COMMANDS = frozenset({
     "find", "getMore", "insert", "update", "delete", "findAndModify", "aggregate", "count",
     "distinct", "commitTransaction", "abortTransaction", "endSessions", "killCursors",
@@ -50,6 +51,8 @@ class LakeCommands(monitoring.CommandListener):
             attributes["db.collection.name"] = collection
         span = tracing.tracer().start_span(f"lake {command}", kind=SpanKind.CLIENT,
                                            attributes=attributes)
+        if len(self.open) >= OPEN_SPANS:  # replies never seen (a client closed mid-command)
+            self.open.clear()
         self.open[(event.connection_id, event.request_id)] = span
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
