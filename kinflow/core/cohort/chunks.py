@@ -88,6 +88,8 @@ REPLACED = "replacedRows"
 the rows a plan replaced since its summary (``cohortRows``) was made; the ``$cohort``
 counts correct the summary with them (core/cohort/counts.py). ``Commit.finish`` drops it
 once the summary follows the rows."""
+REPLACES = "rowReplaces"
+"""``Instance._derived`` key: how many rows were replaced so far (a memo's version)."""
 
 
 def replace_row(instance: Instance, index: int, **changes: Any) -> SubworkflowEntry:
@@ -95,10 +97,11 @@ def replace_row(instance: Instance, index: int, **changes: Any) -> SubworkflowEn
     old = instance.subworkflows[index]
     new = old.model_copy(update=changes)
     instance.subworkflows[index] = new
-    kept = instance._derived.get(REPLACED)
+    kept: tuple[int, dict[int, SubworkflowEntry]] | None = instance._derived.get(REPLACED)
     if kept is None or kept[0] != id(instance):  # a copy's memo is its source's
         kept = instance._derived[REPLACED] = (id(instance), {})
     kept[1].setdefault(index, old)
+    instance._derived[REPLACES] = instance._derived.get(REPLACES, 0) + 1
     return new
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from kinflow.core.cohort import aggregates, tallies
-from kinflow.core.cohort.chunks import REPLACED
+from kinflow.core.cohort.chunks import REPLACED, REPLACES
 from kinflow.core.state import CohortWindow, Instance
 from kinflow.define.models import WorkflowDefinition
 
@@ -71,7 +71,7 @@ def live_summary(instance: Instance) -> tallies.Summary:
     changes = replaced[1] if replaced is not None and replaced[0] == id(instance) else {}
     stored = instance.cohortRows
     base = instance.rowCount or 0
-    key = (id(stored), len(rows), tuple(id(rows[i]) for i in changes if i < len(rows)))
+    key = (id(stored), len(rows), len(changes), instance._derived.get(REPLACES, 0))
     memo = instance._derived.get(_MEMO)
     if memo is not None and memo[0] == key and memo[1] == id(instance):
         return memo[2]
