@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +71,13 @@ def read_text(path: Path) -> str:
 
 
 def read_ndjson(path: Path) -> list[dict[str, Any]]:
-    docs = []
-    for number, line in enumerate(read_text(path).splitlines(), start=1):
+    return [doc for _, doc in ndjson_lines(read_text(path).splitlines(), path)]
+
+
+def ndjson_lines(lines: Iterable[str], path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each non-blank line's number and object; the first line that is not one is refused
+    (``invalid-input`` with ``path`` and ``line``)."""
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
@@ -83,5 +89,4 @@ def read_ndjson(path: Path) -> list[dict[str, Any]]:
                                line=number, column=exc.colno) from exc
         if not isinstance(doc, dict):
             raise InvalidInput(f"{path}:{number} is not an object", path=str(path), line=number)
-        docs.append(doc)
-    return docs
+        yield number, doc

@@ -19,6 +19,8 @@ from kinflow.cli.render import plural
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from kinflow.cli.lake_import import Imported
+
 lake_app = typer.Typer(no_args_is_help=True, help="Inspect, export and import the lake.")
 
 
@@ -68,12 +70,8 @@ def status() -> None:
     out.print(table)
 
 
-SIDE_KEY = "_side"
-"""Marks an exported line that belongs to a side collection of the dataset (its
-registry rows, core/cohort/chunks.py): an export is the dataset and its rows, in one file."""
-
-
 async def _export(dataset: str, path: Path) -> int:
+    from kinflow.cli.lake_import import SIDE_KEY
     from kinflow.engine.rowstore import ROWS
     from kinflow.settings import Settings
     from kinflow.storage import open_lake
@@ -98,14 +96,14 @@ async def _export(dataset: str, path: Path) -> int:
         await connection.close()
 
 
-async def _import(dataset: str, path: Path) -> int:
-    from kinflow.cli.inputs import read_ndjson
+async def _import(dataset: str, path: Path) -> Imported:
+    from kinflow.cli.lake_import import checked_lines, import_file
     from kinflow.engine.rowstore import ROW_INDEXES, ROWS
     from kinflow.settings import Settings
     from kinflow.storage import open_lake
     from kinflow.storage.database import side_name
 
-    docs = read_ndjson(path)
+    total = sum(1 for _ in checked_lines(path, ROWS))  # every line checked, nothing written
     connection = await open_lake(Settings())
     try:
         lake = connection.lake
@@ -113,13 +111,9 @@ async def _import(dataset: str, path: Path) -> int:
         await lake.declare_indexes(ROW_INDEXES, kind=ROWS)
         await lake.ensure_dataset(side_name(dataset, ROWS))
         with _progress() as progress:
-            task = progress.add_task(f"importing into {dataset}", total=len(docs))
-            for doc in docs:
-                side = doc.pop(SIDE_KEY, None)
-                target = side_name(dataset, ROWS) if side == ROWS else dataset
-                await lake.replace(doc, expected_rev=None, dataset=target)
-                progress.advance(task)
-        return len(docs)
+            task = progress.add_task(f"importing into {dataset}", total=total)
+            return await import_file(lake, path, (dataset, side_name(dataset, ROWS)), ROWS,
+                                     advance=lambda n: progress.advance(task, n))
     finally:
         await connection.close()
 
@@ -134,7 +128,10 @@ def export(dataset: str, file: Path) -> None:
 
 @lake_app.command("import")
 def import_(dataset: str, file: Path) -> None:
-    """Create or replace every document of the NDJSON FILE in DATASET."""
-    count = run(lambda: _import(dataset, file))
-    out.print(f"imported {plural(count, 'document', 'documents')} into {dataset}",
-              highlight=False)
+    """Create or replace every document of the NDJSON FILE in DATASET, in batched writes.
+
+    Every line is checked before anything is written: a bad line is refused with its
+    line number and nothing is imported."""
+    done = run(lambda: _import(dataset, file))
+    out.print(f"imported {plural(done.lines, 'document', 'documents')} into {dataset} "
+              f"({done.created:,} created, {done.replaced:,} replaced)", highlight=False)

@@ -28,8 +28,9 @@ from kinflow.core.mutation import Mutation
 from kinflow.core.owned import check_instance_id
 from kinflow.core.retention import PurgeCounts, PurgeFilter
 from kinflow.core.state import Instance
-from kinflow.engine import drain, ids
+from kinflow.engine import content_writes, drain, ids
 from kinflow.engine.bulk import BulkRunner
+from kinflow.engine.content_writes import PutReport
 from kinflow.engine.driving import Driver, OperationResult
 from kinflow.engine.faults import Faults
 from kinflow.engine.indexes import ENGINE_INDEXES
@@ -406,3 +407,9 @@ class Engine:
             except InstanceNotFound:
                 continue
         return results
+
+    async def put_documents(self, documents: list[Any], *, dataset: str | None = None,
+                            actor: Actor | None = None) -> PutReport:
+        """Create or replace content documents in batches, each checked as ``putDocument``
+        checks one; a refusal names the document's index (engine/content_writes.py)."""
+        return await content_writes.put_documents(self.lake, dataset or self.dataset, documents)

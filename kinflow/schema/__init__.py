@@ -17,6 +17,7 @@ from strawberry.tools import merge_types
 
 from kinflow.observability.operations import OperationWatch
 from kinflow.schema.caching import caching_extensions
+from kinflow.schema.documents import DocumentsMutation
 from kinflow.schema.errors import ErrorShaping
 from kinflow.schema.input_hygiene import InputHygiene
 from kinflow.schema.limits import limit_extensions
@@ -47,7 +48,7 @@ def build_schema(settings: Settings | None = None) -> KinflowSchema:
     settings = settings or Settings()
     return KinflowSchema(
         query=merge_types("Query", (Query, ParkingQuery)),
-        mutation=merge_types("Mutation", (Mutation, PurgeMutation)),
+        mutation=merge_types("Mutation", (Mutation, DocumentsMutation, PurgeMutation)),
         subscription=Subscription,
         extensions=[OperationWatch, *limit_extensions(settings), ErrorShaping, InputHygiene,
                     *caching_extensions()],

@@ -32,6 +32,7 @@ MUTATIONS: dict[str, str] = {
     "cancelCohort": OPERATOR,
     "tick": OPERATOR,
     "putDocument": OPERATOR,
+    "putDocuments": OPERATOR,
     "deleteDocument": OPERATOR,
     "deployDefinitions": ADMIN,
     "setStage": ADMIN,
@@ -43,7 +44,7 @@ MUTATIONS: dict[str, str] = {
 """Mutation field -> the least role that may call it."""
 
 CREATE_DATASET = ADMIN
-"""A ``putDocument`` into a dataset that does not exist yet creates it only for this role."""
+"""A ``putDocument(s)`` into a dataset that does not exist yet creates it only for this role."""
 
 
 def needed(field: str) -> str:

@@ -96,7 +96,8 @@ def test_lake_status_export_import(cli_env: str, tmp_path: Path) -> None:
     status, output = invoke(
         "lake", "import", "production", str(EXAMPLES / "content" / "articles.ndjson")
     )
-    assert status == 0 and output == "imported 5 documents into production\n", output
+    assert status == 0, output
+    assert output == "imported 5 documents into production (5 created, 0 replaced)\n", output
     status, output = invoke("lake", "status")
     assert status == 0 and "article" in output and cli_env in output, output
     target = tmp_path / "out.ndjson"

@@ -51,6 +51,7 @@ MUTATIONS: dict[str, str] = {
     "setStage": "setStage(instanceId: \"i\", stage: \"s\") { changed }",
     "resetActivity": "resetActivity(instanceId: \"i\", activity: \"a\") { changed }",
     "putDocument": "putDocument(document: {_id: \"evil\", _type: \"article\"})",
+    "putDocuments": "putDocuments(documents: [{_id: \"evil\", _type: \"article\"}]) { count }",
     "deleteDocument": "deleteDocument(id: \"article-1\")",
     "purgeInstances": "purgeInstances(where: {finishedBefore: \"2100-01-01T00:00:00Z\"}, "
                       "dryRun: false) { roots }",
