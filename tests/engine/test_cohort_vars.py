@@ -183,3 +183,17 @@ async def test_a_paused_cohort_reads_paused_and_is_not_settled(engine: Engine) -
         True, 1, 0, False)
     await engine.resume_cohort(p.id_, "translate")
     assert cohort(await engine.get_instance(p.id_))["paused"] is False
+
+
+async def test_a_quorum_over_an_aggregate_completes_in_the_commit_that_reaches_it(
+        engine: Engine) -> None:
+    definition = settling(completeWhen="$cohort.aggregates.words >= 10",
+                          aggregate={"words": "sum(outputs.wordCount)"})
+    p = await start(engine, definition, ["a", "b", "c"])
+    await engine.fire_action(ids(p)["a"], "task", "finish", params={"words": 4})
+    assert cohort(await engine.get_instance(p.id_))["complete"] is False
+    await engine.fire_action(ids(p)["b"], "task", "finish", params={"words": 6})
+    seen = cohort(await engine.get_instance(p.id_))
+    assert {k: seen[k] for k in ("complete", "succeeded", "aborted", "failed", "settled")} \
+        == {"complete": True, "succeeded": 2, "aborted": 1, "failed": 0, "settled": True}
+    assert seen["aggregates"] == {"words": 10}
