@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
@@ -14,6 +15,7 @@ from kinflow.http.app import create_app
 from kinflow.observability import gauges
 from tests.api.conftest import TOKENS, make_settings
 from tests.observability import cohort
+from tests.support import free_port
 
 SIZE = 6
 ADMIN = "admin-token-for-tests"
@@ -109,3 +111,17 @@ def test_metrics_off_answers_not_found(lake_uri: str, database: str) -> None:
             assert client.get("/metrics").status_code == 404
     finally:
         create_app(make_settings(lake_uri, database))  # metrics back on for later tests
+
+
+def test_a_metrics_port_serves_them_without_a_token(lake_uri: str, database: str) -> None:
+    port = free_port()
+    settings = make_settings(lake_uri, database, api_tokens=TOKENS, metrics_port=port)
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/metrics", headers={
+            "Authorization": f"Bearer {ADMIN}"}).status_code == 404  # not on the API's port
+        scraped = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10)
+        assert scraped.status_code == 200
+        names = {family.name for family in text_string_to_metric_families(scraped.text)}
+        assert {"kinflow_graphql_operations", "kinflow_cohort_rows"} <= names
+    with pytest.raises(httpx.ConnectError):  # stopped with the app
+        httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2)
