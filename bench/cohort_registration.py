@@ -1,0 +1,159 @@
+"""Registration of a large cohort in batches, through the API.
+
+docs/subworkflows.md#registration-and-limits says how it works.
+
+For each size (``--sizes 100000`` by default) this starts ``kinflow serve`` with
+default settings (its own data directory, hence its own embedded lake, a free
+port on 127.0.0.1), then:
+
+* content (timed, as the yardstick): N ``bench-item`` documents written straight
+  into the lake with pymongo ``insert_many`` in batches of 1,000 (the lake's raw
+  insert rate for these very documents, in this run);
+* registration (timed): ``startInstance`` of a parent whose first stage spawns
+  one child per item with ``maxActive: 200`` (``*[_type == 'bench-item']{_id}``,
+  registered a batch per parent commit), until the parent no longer owes
+  registration (polled on the lake every 100 ms, a projection of two fields);
+  then ``Cohort.total`` and ``Cohort.registering`` are read through the API;
+* ``--complete`` (optional): the children finish at once when created (a child
+  whose first stage moves on by itself), so the window refills from every
+  commit; timed until the parent leaves its fan-out stage.
+
+Printed per size: seconds, rows/s, rows/s over the raw insert rate, the API's and
+the lake's RSS before and after (MiB), the parent document's size (KB), the
+registry's chunk documents, and errors. Note ``uptime`` beside any figure kept.
+
+    python bench/cohort_registration.py [--sizes 100000,1000000] [--complete]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import bson
+import httpx
+from _process import free_port, lake_pid, rss_kib
+from cohort_api import call, kinflow_serve, wait_healthy
+from pymongo import AsyncMongoClient
+
+CHILD = {
+    "name": "reg-child", "title": "Registration child", "lifecycle": "child",
+    "initialStage": "work",
+    "fields": [{"name": "item", "type": "string", "initialValue": {"type": "input"}}],
+    "stages": [{"name": "work", "activities": [{"name": "task", "actions": [
+        {"name": "finish", "status": "done"}]}],
+        "transitions": [{"name": "to-done", "to": "done"}]}, {"name": "done"}],
+}
+AUTO_CHILD = {**CHILD, "name": "reg-auto", "stages": [
+    {"name": "work", "transitions": [{"name": "to-done", "to": "done", "when": "true"}]},
+    {"name": "done"}]}
+
+
+def parent(child: str, max_active: int) -> dict[str, Any]:
+    return {
+        "name": "reg-parent", "title": "Registration parent", "initialStage": "fan",
+        "fields": [], "stages": [
+            {"name": "fan", "activities": [{"name": "translate", "actions": [
+                {"name": "fan-out", "when": "true", "spawn": {
+                    "forEach": "*[_type == 'bench-item']{_id}", "maxActive": max_active,
+                    "definition": {"name": child}, "with": {"item": "$row._id"}}},
+                {"name": "all-done", "status": "done", "when": "$cohort.settled"},
+            ]}], "transitions": [{"name": "to-over", "to": "over"}]},
+            {"name": "over"}]}
+
+
+DEPLOY = "mutation($d: [JSON!]!) { deployDefinitions(definitions: $d) { warnings } }"
+START = 'mutation { startInstance(definition: "reg-parent") { instance { id } } }'
+COHORT = ('query($id: ID!) { cohort(parentId: $id, activity: "translate") '
+          "{ total registering queued active done settled } }")
+
+
+def mib(pid: int | None) -> float:
+    return (rss_kib(pid) or 0) / 1024 if pid is not None else 0.0
+
+
+async def insert_content(lake: AsyncMongoClient[dict[str, Any]], n: int) -> float:
+    """Write the items with insert_many; the raw rate (documents per second)."""
+    coll = lake.kinflow.production
+    started = time.perf_counter()
+    for start in range(0, n, 1000):
+        await coll.insert_many([{"_id": f"bench-item-{i:07d}", "_type": "bench-item",
+                                 "n": i, "site": f"site-{i % 97}", "title": f"Item {i}"}
+                                for i in range(start, min(n, start + 1000))], ordered=False)
+    return n / (time.perf_counter() - started)
+
+
+async def one_size(size: int, max_active: int, complete: bool) -> dict[str, Any]:
+    row: dict[str, Any] = {"size": size}
+    with tempfile.TemporaryDirectory(prefix="kinflow-registration-") as tmp:
+        data_dir, port = Path(tmp), free_port()
+        with kinflow_serve(data_dir, port, {}) as process:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}",
+                                         timeout=600) as http:
+                await wait_healthy(http, process)
+                lake_port = json.loads((data_dir / "lake.json").read_text())["port"]
+                lake: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+                    f"mongodb://127.0.0.1:{lake_port}/", directConnection=True)
+                lake_process = lake_pid(data_dir)
+                row["raw"] = await insert_content(lake, size)
+                child = AUTO_CHILD if complete else CHILD
+                await call(http, DEPLOY, {"d": [child, parent(str(child["name"]), max_active)]})
+                row["api0"], row["lake0"] = mib(process.pid), mib(lake_process)
+                peak = row["api0"]
+                started = time.perf_counter()
+                parent_id = (await call(http, START))["startInstance"]["instance"]["id"]
+                docs = lake.kinflow.production
+                while True:
+                    found = await docs.find_one({"_id": parent_id},
+                                                {"owesRegistration": 1, "currentStage": 1})
+                    peak = max(peak, mib(process.pid))
+                    owed = bool((found or {}).get("owesRegistration"))
+                    if not owed and not complete:
+                        break
+                    if complete and (found or {}).get("currentStage") == "over":
+                        break
+                    await asyncio.sleep(0.1)
+                row["seconds"] = time.perf_counter() - started
+                row["api1"], row["lake1"], row["peak"] = mib(process.pid), mib(lake_process), peak
+                cohort = (await call(http, COHORT, {"id": parent_id}))["cohort"]
+                row["cohort"] = cohort
+                stored = await docs.find_one({"_id": parent_id})
+                row["parent_kb"] = len(bson.encode(stored or {})) / 1024
+                row["chunks"] = await lake.kinflow["production.rows"].count_documents(
+                    {"parent": parent_id})
+                await lake.close()
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", default="100000")
+    parser.add_argument("--max-active", type=int, default=200)
+    parser.add_argument("--complete", action="store_true",
+                        help="children finish at creation; time until the parent moves on")
+    args = parser.parse_args()
+    print(f"load: {os.getloadavg()}", flush=True)
+    print("| rows | seconds | rows/s | raw insert_many/s | % of raw | API MiB before -> after "
+          "(peak) | lake MiB before -> after | parent KB | chunks | total | registering |")
+    print("|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|")
+    for size in (int(s) for s in args.sizes.split(",")):
+        r = asyncio.run(one_size(size, args.max_active, args.complete))
+        rate = size / r["seconds"]
+        print(f"| {size:,} | {r['seconds']:.1f} | {rate:,.0f} | {r['raw']:,.0f} | "
+              f"{100 * rate / r['raw']:.0f}% | {r['api0']:.0f} -> {r['api1']:.0f} "
+              f"({r['peak']:.0f}) | {r['lake0']:.0f} -> {r['lake1']:.0f} | "
+              f"{r['parent_kb']:.1f} | {r['chunks']} | {r['cohort']['total']:,} | "
+              f"{r['cohort']['registering']} |", flush=True)
+    print(f"load: {os.getloadavg()}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    main()
