@@ -26,13 +26,14 @@ write the lake makes), errors, and whether
 every child's registry row (in chunks beside the parent) is stamped ``resolved``;
 then the parent document's size and the ratios time(N) / time(1,000).
 
-The calibration (``_calibration.py``): before each cohort, on the same
-daemon, ``--calibrate S`` seconds (default 5; 0 skips it) of the child fire's
-raw commit (find + update + commit on a ~2 KB document, ``--callers``
-concurrent callers, on a collection indexed like the dataset, no kinflow in
-the way). Printed: efficiency = (N / (spawn + complete)) / raw commits per
-second, the API's and the lake's CPU per fire from the spawn to completion,
-and the lake's CPU per raw commit.
+The calibration (``_calibration.py``): before each cohort and again after
+it, on the same daemon, ``--calibrate S`` seconds (default 5; 0 skips it)
+of the child fire's raw commit (find + update + commit on a ~2 KB document,
+``--callers`` concurrent callers, on a collection indexed like the dataset,
+no kinflow in the way). Printed: efficiency = (N / (spawn + complete)) /
+raw commits per second (the mean of the two calibrations; far apart, the
+load moved), the API's and the lake's CPU per child from the spawn to
+completion, and the lake's CPU per raw commit.
 
 Each size gets a fresh server, stopped at the end (SIGTERM to its process
 group). Note the machine's load (``uptime``) beside any figure you keep.
@@ -166,6 +167,7 @@ class Result:
     fire_cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds during the fires
     cohort_cpu: dict[str, float] = field(default_factory=dict)  # spawn to completion
     calibration: Calibration | None = None
+    calibration_after: Calibration | None = None  # the same, once the cohort completed
     max_active: int | None = None  # the spawn's window (None: no window)
     peak_active: int = 0  # the most live children any lake sample saw
     samples: int = 0
@@ -176,11 +178,17 @@ class Result:
         return self.spawn + self.complete
 
     @property
+    def raw_rate(self) -> float:
+        """The lake's raw child commits per second: the mean of before and after."""
+        rates = [c.rate for c in (self.calibration, self.calibration_after) if c is not None]
+        return sum(rates) / len(rates) if rates else 0.0
+
+    @property
     def efficiency(self) -> float | None:
         """Children per second through the API over the lake's raw commits per second."""
-        if self.calibration is None or not self.total or not self.calibration.rate:
+        if not self.total or not self.raw_rate:
             return None
-        return self.size / self.total / self.calibration.rate
+        return self.size / self.total / self.raw_rate
 
     def quantile(self, q: float) -> float:
         if len(self.latencies) < 2:
@@ -334,6 +342,10 @@ async def one_size(size: int, callers: int, extra: dict[str, str],
                             lake, profiling.lake_pid, "kinflow.production", callers=callers,
                             seconds=calibrate)
                     await run_cohort(http, lake, result, callers, profiling)
+                    if calibrate > 0:  # again after: a load that moved shows as a gap
+                        result.calibration_after = await raw_commit_rate(
+                            lake, profiling.lake_pid, "kinflow.production", callers=callers,
+                            seconds=calibrate)
                 finally:
                     await lake.close()
     return result
@@ -466,12 +478,14 @@ def print_table(results: list[Result], callers: int, extra: dict[str, str]) -> N
     for row in rows:
         print("  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)))
     for r in results:
-        c = r.calibration
+        c, after = r.calibration, r.calibration_after
         if c is not None:
+            then = (f"; after the cohort {after.rate:.0f}/s, {after.lake_ms:.2f} ms"
+                    if after is not None else "")
             print(f"raw child commits (N = {r.size:,}): {c.rate:.0f}/s over {c.seconds:.1f} s "
                   f"({c.commits} commits, {c.indexes} indexes), lake CPU {c.lake_ms:.2f} ms "
-                  f"per raw commit; efficiency {r.size / r.total:.0f}/s / {c.rate:.0f}/s = "
-                  f"{r.efficiency or 0:.2f}")
+                  f"per raw commit{then}; efficiency {r.size / r.total:.1f}/s / "
+                  f"{r.raw_rate:.0f}/s = {r.efficiency or 0:.2f}")
         if r.cohort_cpu:
             api, lake = (r.cohort_cpu[k] * 1000 / r.size for k in ("api", "lake"))
             ratio = f"; API / lake per raw commit = {api / c.lake_ms:.2f}" if c else ""
