@@ -4,7 +4,8 @@ Two passes over the file, so a million lines are never held in memory and a
 bad line writes nothing at all:
 
 1. every line is checked: JSON, an object, a non-empty string ``_id`` and
-   ``_type`` (``invalid-input`` naming ``path`` and ``line``);
+   ``_type``, values the lake can store (``invalid-input`` naming ``path``
+   and ``line``);
 2. the lines are written in batches of ``BATCH_SIZE`` per collection (the
    dataset, or its registry rows for lines an export marked ``_side``), each
    batch in one transaction (``kinflow.storage.batch_writes``): a new
@@ -27,7 +28,7 @@ from typing import Any
 
 from kinflow.cli.inputs import ndjson_lines
 from kinflow.errors import InvalidInput, KinflowError
-from kinflow.storage.batch_writes import BATCH_SIZE, BatchWritten, put_batch
+from kinflow.storage.batch_writes import BATCH_SIZE, BatchWritten, check_storable, put_batch
 from kinflow.storage.documents import check_new_document
 from kinflow.storage.lake import Lake
 
@@ -56,6 +57,7 @@ def checked_lines(path: Path, side: str) -> Iterator[tuple[int, bool, dict[str, 
             is_side = doc.pop(SIDE_KEY, None) == side
             try:
                 check_new_document(doc)
+                check_storable(doc)
             except InvalidInput as exc:
                 raise InvalidInput(f"{path}:{number} {exc.message}", **exc.details,
                                    path=str(path), line=number) from None  # fmt: skip

@@ -3,7 +3,8 @@
 Every document gets the checks a single ``putDocument`` gives it, all before
 anything is written: an object, an ``_id`` (a fresh one when missing) that is
 a valid document id and no engine id (``reserved-id``), a ``_type`` that is a
-non-empty string and no engine type (``reserved-type``), and no ``_id`` twice
+non-empty string and no engine type (``reserved-type``), values the lake can
+store (``invalid-input``: an integer past 64 bits), and no ``_id`` twice
 in one call (``invalid-input``). A refusal names the document's ``index`` in
 the call and writes nothing.
 
@@ -26,7 +27,7 @@ from typing import Any
 from kinflow.core.owned import check_content_write
 from kinflow.errors import InvalidInput, KinflowError
 from kinflow.gdr import check_document_id
-from kinflow.storage.batch_writes import BATCH_SIZE, Refused, put_batch
+from kinflow.storage.batch_writes import BATCH_SIZE, Refused, check_storable, put_batch
 from kinflow.storage.documents import check_new_document
 from kinflow.storage.lake import Document, Lake
 
@@ -57,6 +58,7 @@ def checked(documents: Sequence[Any]) -> list[dict[str, Any]]:
             check_document_id(body["_id"])
             check_content_write(body["_id"], body.get("_type"))
             check_new_document(body)
+            check_storable(body)
         except KinflowError as exc:
             raise at_index(exc, index) from None
         earlier = seen.setdefault(body["_id"], index)

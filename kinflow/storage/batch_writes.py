@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import bson
 import pymongo
+from bson.errors import InvalidDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
-from kinflow.errors import KinflowError, RevisionConflict
+from kinflow.errors import InvalidInput, KinflowError, RevisionConflict
 from kinflow.storage.documents import stamp_created, stamp_replaced, utcnow
 
 if TYPE_CHECKING:
@@ -57,6 +59,18 @@ class Refused(Exception):
     def __init__(self, error: KinflowError) -> None:
         super().__init__(error.message)
         self.error = error
+
+
+def check_storable(doc: dict[str, Any]) -> None:
+    """Refuse a document the lake cannot store (an integer past 64 bits, a key BSON
+    refuses) before a batch is written, rather than failing the batch's write."""
+    try:
+        bson.encode(doc)
+    except OverflowError as exc:
+        raise InvalidInput("a value holds an integer outside the 64-bit range a document "
+                           "can store") from exc
+    except InvalidDocument as exc:
+        raise InvalidInput(f"the lake cannot store this document: {exc}") from exc
 
 
 async def put_batch(

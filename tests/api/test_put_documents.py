@@ -58,6 +58,7 @@ def test_put_documents_writes_and_replaces_in_batches(client: TestClient) -> Non
     ({"_id": "x-1"}, "invalid-input"),
     ({"_id": "has space", "_type": "note"}, "gdr-invalid"),
     ("not an object", "invalid-input"),
+    ({"_id": "x-1", "_type": "note", "n": [1, {"deep": 10**40}]}, "invalid-input"),
 ])
 def test_a_bad_document_refuses_the_call_with_its_index(client: TestClient, bad: Any,
                                                         code: str) -> None:

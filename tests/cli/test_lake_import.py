@@ -54,6 +54,10 @@ def test_a_bad_line_is_refused_by_number_and_nothing_is_written(
     output = refused(["lake", "import", "production", str(write(tmp_path / "b.ndjson", rows))],
                      "invalid-input")
     assert "b.ndjson:1500 is not JSON" in output, output
+    rows[1499] = json.dumps({"_id": "item-01499", "_type": "item", "n": 10**40})
+    output = refused(["lake", "import", "production", str(write(tmp_path / "d.ndjson", rows))],
+                     "invalid-input")
+    assert "d.ndjson:1500 a value holds an integer outside the 64-bit range" in output, output
     rows[1499] = "[1, 2]"
     output = refused(["lake", "import", "production", str(write(tmp_path / "c.ndjson", rows))],
                      "invalid-input")
