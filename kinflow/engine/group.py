@@ -43,6 +43,7 @@ from kinflow.core.mutation import Mutation
 from kinflow.core.state import INSTANCE_TYPE, Instance, parse_instance
 from kinflow.engine.transact import Planner, Transactor, heavy
 from kinflow.errors import KinflowError, RevisionConflict
+from kinflow.observability import engine as observing
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.client_session import AsyncClientSession
@@ -145,8 +146,9 @@ class Grouper:
         grouped = [m for m in members if not m.alone]
         t = self.transact
         try:
-            await t.lake.transaction(lambda session: self._callback(grouped, session),
-                                     verb="groupCommit", attempts=1)
+            with observing.commit("groupCommit") as watch:
+                await t.lake.transaction(lambda session: self._callback(grouped, session),
+                                         verb="groupCommit", attempts=1, on_retry=watch.retry)
         except Exception:  # nobody gets the group's failure: each runs alone
             for member in grouped:
                 member.reset()
