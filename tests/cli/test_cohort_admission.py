@@ -65,3 +65,37 @@ def test_cohort_pauses_through_a_server(server: str, tmp_path: Path) -> None:  #
     assert "paused  maxActivePerKey 1" in output and "x 1/1, y 1/2" in output, output
     status, output = invoke("cohort", parent, "translate", "--resume", *remote)
     assert status == 0 and "running" in output, output
+
+
+def test_the_readme_walk_through_of_paced_reindex(cli_env: str) -> None:
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    content = str(examples / "content" / "articles.ndjson")
+    assert invoke("lake", "import", "production", content)[0] == 0
+    assert invoke("deploy", str(examples / "definitions" / "paced-reindex.json"))[0] == 0
+    status, output = invoke("start", "paced-reindex")
+    assert status == 0, output
+    parent = instance_id(output)
+    status, output = invoke("cohort", parent, "reindex")
+    assert status == 0, output
+    assert ('running  maxActivePerKey 1  startRate {"count":10,"perSeconds":60.0}  keys '
+            "(active/queued): release-2026-12 1/2, standalone 1/0") in " ".join(
+                output.split("\n")), output
+    live = {line.split()[0]: line.split()[-1] for line in output.splitlines()
+            if " ACTIVE " in line}
+    assert set(live) == {"article-1", "article-4"}, output
+    status, output = invoke("cohort", parent, "reindex", "--pause", "--reason",
+                            "search cluster down")
+    assert "paused (search cluster down)" in output, output
+    assert invoke("fire", live["article-1"], "index", "indexed")[0] == 0
+    status, output = invoke("cohort", parent, "reindex")
+    assert "active 1  queued 2" in output and "paused (search cluster down)" in output, output
+    status, output = invoke("cohort", parent, "reindex", "--resume")
+    assert "running" in output and "active 2  queued 1" in output, output
+    for line in output.splitlines():
+        if " ACTIVE " in line:
+            assert invoke("fire", line.split()[-1], "index", "indexed")[0] == 0
+    status, output = invoke("cohort", parent, "reindex")
+    last = next(line.split()[-1] for line in output.splitlines() if " ACTIVE " in line)
+    assert invoke("fire", last, "index", "indexed")[0] == 0
+    status, output = invoke("inspect", parent)
+    assert status == 0 and "COMPLETED  stage done" in output.splitlines()[0], output
