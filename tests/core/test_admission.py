@@ -299,3 +299,25 @@ def test_on_budget_exceeded_pause_pauses_instead_of_failing() -> None:
     assert state is not None and state.status != "failed"
     assert not budget.enforce(p, p.definition_model(), c)  # acts once
     assert history_types(p).count("cohortPaused") == 1
+
+
+def test_the_kept_queue_order_follows_replaced_and_added_rows() -> None:
+    p, _ = spawned({"maxActive": 1, "priority": "$row.p"})
+
+    def expected() -> list[int]:
+        rows = p.subworkflows
+        waiting = [i for i, r in enumerate(rows) if r.queued and r.resolved is None]
+        return sorted(waiting, key=lambda i: (-(rows[i].priority or 0.0), i))
+
+    assert list(admission.order(p, [], True)) == expected()
+    queued = next(r for r in p.subworkflows if r.queued)
+    for n in range(40):  # more added rows than a one-by-one insert takes
+        p.subworkflows.append(queued.model_copy(update={"rowKey": f"x{n}",
+                                                       "priority": float(n % 7)}))
+    assert list(admission.order(p, [], True)) == expected()
+    first = next(iter(admission.order(p, [], True)))
+    replace_row(p, first, queued=None)  # it started
+    replace_row(p, 3, priority=99.0)  # a changed row is found by identity
+    assert list(admission.order(p, [], True)) == expected()
+    assert next(iter(admission.order(p, [], True))) == 3
+    assert list(admission.order(p, [4, 2, 9], False)) == [2, 4, 9]

@@ -26,9 +26,12 @@ Operator settings (``updateCohort``) win over the spawn block's values.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import compress
+from operator import is_not
 from typing import Any
 
 from pydantic import ValidationError
@@ -284,11 +287,53 @@ def record_starts(instance: Instance, ctx: PlanContext, gates: dict[Cohort, Gate
                        recentStarts=logged(found.log, found.rate, ctx.now, found.started))
 
 
-def order(rows: list[SubworkflowEntry], places: Iterable[int], prioritised: bool) -> list[int]:
-    """Queued places in start order: highest priority first, ties in registration order."""
+def order(instance: Instance, places: Iterable[int], prioritised: bool) -> Iterator[int]:
+    """Queued places in start order: highest priority first, ties in registration order.
+
+    With priorities the order is kept on the instance with the rows it was made from
+    (``Instance._derived``, as ``window.occupancy`` keeps its counts) and updated for
+    the rows replaced or added since, so a fill on a long queue does not sort it again.
+    """
     if not prioritised:
-        return sorted(places)
-    return sorted(places, key=lambda place: (-(rows[place].priority or 0.0), place))
+        yield from sorted(places)
+        return
+    rows = instance.subworkflows
+    kept: tuple[list[SubworkflowEntry], list[tuple[float, int]]] | None = (
+        instance._derived.get("queue"))
+    seen, queue = ([], []) if kept is None or len(kept[0]) > len(rows) else kept
+    shared = len(seen)
+    gone: set[tuple[float, int]] = set()
+    added: list[tuple[float, int]] = []
+    for place in [*compress(range(shared), map(is_not, seen, rows)), *range(shared, len(rows))]:
+        if place < shared and _waits(seen[place]):
+            gone.add(_queue_key(seen[place], place))
+        if _waits(rows[place]):
+            added.append(_queue_key(rows[place], place))
+    if gone or added:  # a new list: the kept one may be shared with another copy
+        if len(gone) > 32:
+            queue = [entry for entry in queue if entry not in gone]
+        else:
+            queue = list(queue)
+            for entry in gone:
+                at = bisect_left(queue, entry)
+                if at < len(queue) and queue[at] == entry:
+                    del queue[at]
+        if len(added) > 32:
+            queue = sorted([*queue, *added])
+        else:
+            for entry in added:
+                insort(queue, entry)
+    instance._derived["queue"] = (list(rows), queue)
+    for _, place in queue:
+        yield place
+
+
+def _waits(row: SubworkflowEntry) -> bool:
+    return bool(row.queued) and row.resolved is None
+
+
+def _queue_key(row: SubworkflowEntry, place: int) -> tuple[float, int]:
+    return -(row.priority or 0.0), place
 
 
 # ---- the parent's due time ----

@@ -188,7 +188,7 @@ def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
         return 0
     prioritised = any(found is not None and found.prioritised for found in gates.values())
     started = 0
-    for index in admission.order(rows, counts.queued - counts.condemned, prioritised):
+    for index in admission.order(instance, counts.queued - counts.condemned, prioritised):
         if not open_:
             break
         row = rows[index]
