@@ -40,7 +40,7 @@ from typing import Any
 from kinflow import groq
 from kinflow.core.cohort import admission, batches, outcomes, window
 from kinflow.core.cohort.chunks import replace_row
-from kinflow.core.conditions import SNAPSHOT_MAX_SCANNED, Renderer
+from kinflow.core.conditions import SNAPSHOT_MAX_SCANNED, Renderer, evaluate_expression
 from kinflow.core.context import Actor, BatchRequest, PlanContext, RowBatch
 from kinflow.core.errors import (
     CohortClosed,
@@ -240,13 +240,15 @@ def fresh_seeds(instance: Instance, renderer: Renderer, ctx: PlanContext, activi
              for child in (row.child_id, *(row.previousChildIds or ()))}
     seeded = len(fresh) > ctx.limits.spawn_txn if ctx.limits.spawn_txn else False
     ancestors = _ancestors(instance, ctx)
+    shared = renderer.variables(sites.SPAWN_WITH, activity, actor=actor,
+                                text=" ".join((block.with_ or {}).values()))
     seeds = []
     for key, value in fresh:
         new_id = child_id(instance.id_, entry.key_, activity, action, key, taken)
         taken.add(new_id)
         seeds.append(ChildSeed(
             child_id=new_id, definition_doc=child_doc,
-            inputs=_with_values(renderer, block, activity, value, actor, child_doc),
+            inputs=_with_values(renderer, block, activity, value, actor, child_doc, shared),
             context=context, ancestors=ancestors, row_key=key, activity=activity,
             action=action, definition=block.definition.name, entry_key=entry.key_,
             stage=entry.name, seeded=seeded,
@@ -325,7 +327,9 @@ def discover(instance: Instance, renderer: Renderer, block: SpawnBlock,
 
 
 def _with_values(renderer: Renderer, block: SpawnBlock, activity: str, row: Any,
-                 actor: Actor, child_doc: dict[str, Any]) -> dict[str, Any]:
+                 actor: Actor, child_doc: dict[str, Any],
+                 shared: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One row's ``with`` values; ``shared``: the variables every row sees, built once."""
     declared = {f.get("name"): f for f in child_doc.get("fields") or []
                 if isinstance(f, dict)}
     values: dict[str, Any] = {}
@@ -337,7 +341,13 @@ def _with_values(renderer: Renderer, block: SpawnBlock, activity: str, row: Any,
                 f"with.{name}: the child has no input field {name!r}", field=name,
                 reason="unconsumable-field",
             )
-        value = renderer.value(text, sites.SPAWN_WITH, activity, actor=actor, row=row)
+        if shared is None:
+            value = renderer.value(text, sites.SPAWN_WITH, activity, actor=actor, row=row)
+        else:
+            try:
+                value = evaluate_expression(text, {**shared, "row": row}, renderer.ctx.now)
+            except groq.GroqError:
+                value = None
         if value is not None:
             values[name] = value
     return values
