@@ -19,7 +19,7 @@ same small documents (``{_id, _type, title, n}``, about 100 bytes) each time:
 Printed: documents per second of each, and its ratios to the two raw rates
 (the target is at least 0.5), with the machine's load.
 
-    python bench/import_rate.py [--count 100000] [--batch 1000]
+    python bench/import_rate.py [--count 100000] [--batch 1000] [--raw-count N]
 """
 
 from __future__ import annotations
@@ -105,24 +105,34 @@ async def api_rate(base: str, count: int, batch: int) -> float:
         return count / (time.perf_counter() - began)
 
 
-async def measure(data_dir: Path, base: str, count: int, batch: int) -> list[tuple[str, float]]:
+async def measure(data_dir: Path, base: str, count: int, batch: int, raw_count: int
+                  ) -> list[tuple[str, float]]:
+    """Each rate, printed as soon as it is measured (a slow machine shows partial results)."""
     port = lake_port(data_dir)
     assert port is not None, "the server wrote no lake.json"
-    bare = await raw_rate(port, count, batch, indexed=False)
-    indexed = await raw_rate(port, count, batch, indexed=True)
-    imported = await asyncio.to_thread(import_rate, data_dir, count)
-    put = await api_rate(base, count, batch)
-    bare_after = await raw_rate(port, count, batch, indexed=False)
-    indexed_after = await raw_rate(port, count, batch, indexed=True)
-    return [("raw, bare collection", (bare + bare_after) / 2),
-            ("raw, the dataset's indexes", (indexed + indexed_after) / 2),
-            ("kinflow lake import", imported), (f"putDocuments, {batch:,} per call", put)]
+    rates: dict[str, list[float]] = {}
+
+    def keep(name: str, value: float) -> None:
+        rates.setdefault(name, []).append(value)
+        print(f"  {name}: {value:,.0f} docs/s (load {os.getloadavg()[0]:.2f})", flush=True)
+
+    for when in ("before", "after"):
+        if when == "after":
+            keep("kinflow lake import", await asyncio.to_thread(import_rate, data_dir, count))
+            keep(f"putDocuments, {batch:,} per call", await api_rate(base, count, batch))
+        keep("raw, bare collection", await raw_rate(port, raw_count, batch, indexed=False))
+        keep("raw, the dataset's indexes", await raw_rate(port, raw_count, batch, indexed=True))
+    order = ("raw, bare collection", "raw, the dataset's indexes", "kinflow lake import",
+             f"putDocuments, {batch:,} per call")
+    return [(name, sum(rates[name]) / len(rates[name])) for name in order]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--raw-count", type=int, default=None,
+                        help="documents per raw run (default --count; fewer on a slow machine)")
     args = parser.parse_args()
     data_dir = Path(tempfile.mkdtemp(prefix="kinflow-import-"))
     port = free_port()
@@ -131,10 +141,12 @@ def main() -> None:
     process = launch_serve(data_dir, port)
     try:
         wait_healthy(base, process)
-        rows = asyncio.run(measure(data_dir, base, args.count, args.batch))
+        rows = asyncio.run(measure(data_dir, base, args.count, args.batch,
+                                   args.raw_count or args.count))
     finally:
         stop_group(process)
-    print(f"{args.count:,} small documents each; load {load:.2f} at the start, "
+    print(f"{args.count:,} small documents ({args.raw_count or args.count:,} per raw run); "
+          f"load {load:.2f} at the start, "
           f"{os.getloadavg()[0]:.2f} at the end (raw: the mean of a run before and one after)")
     print(f"{'':32s} {'docs/s':>8s}  {'/ bare':>6s}  {'/ indexed':>9s}")
     for name, value in rows:
