@@ -169,3 +169,18 @@ def test_the_cohort_object_counts_retrying_timed_out_and_completion() -> None:
     assert value["timedOut"] == 1 and value["failed"] == 1 and value["retrying"] == 1
     assert value["queued"] == 1 and value["complete"] is False and value["settled"] is False
     assert settlement.apply(p, p.definition_model(), later(0), []) == settlement.Settled()
+
+
+def test_a_row_skipped_while_waiting_for_its_retry_no_longer_has_a_retry_time() -> None:
+    from kinflow.core.cohort import window
+
+    p = spawned({"retry": {"attempts": 2, "backoffSeconds": 60}}, '["a"]')
+    commit = Commit(p, later(0))
+    ended(commit.m, 0, "failed")
+    commit.settle_rows()
+    assert commit.m.subworkflows[0].retryAt is not None
+    window.skip(commit.m, commit.ctx, 0, detail=window.SKIPPED)  # e.g. a closing abort
+    commit.settle_rows()
+    row = commit.m.subworkflows[0]
+    assert row.resolved is not None and row.retryAt is None
+    assert tallies.tally(row) == "aborted:aborted"
