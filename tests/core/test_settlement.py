@@ -184,3 +184,14 @@ def test_a_row_skipped_while_waiting_for_its_retry_no_longer_has_a_retry_time() 
     row = commit.m.subworkflows[0]
     assert row.resolved is not None and row.retryAt is None
     assert tallies.tally(row) == "aborted:aborted"
+
+
+def test_on_complete_cancel_owes_live_children_a_cancel_request() -> None:
+    p = spawned({"completeWhen": "$cohort.done >= 1", "onComplete": "cancel", "maxActive": 3})
+    commit = Commit(p, later(0))
+    ended(commit.m, 0, "succeeded")
+    assert commit.settle_rows().completed == 1
+    rows = commit.m.subworkflows
+    assert all(r.cancelPending is not None and r.abortPending is None for r in rows[1:3])
+    assert {r.abortReason for r in rows[1:]} == {quorum.REASON}
+    assert rows[3].outcome == "aborted" and rows[3].resolved is not None  # never started
