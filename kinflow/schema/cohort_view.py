@@ -59,9 +59,10 @@ class Cohort:
     def max_active(self) -> int | None:
         return self.window
 
-    @strawberry.field(description="Rows whose latest attempt failed or was aborted, except "
-                      "rows the failure budget itself skipped or aborted (abortReason "
-                      "failure-budget-exceeded): those count only in aborted.")
+    @strawberry.field(description="Rows whose latest attempt failed, was aborted or timed "
+                      "out, except rows the failure budget or a complete cohort itself "
+                      "skipped or aborted (abortReason failure-budget-exceeded or "
+                      "cohort-complete): those count only in aborted.")
     def failed(self) -> int:
         return self.counts.failed
 
