@@ -158,3 +158,28 @@ async def test_a_crash_mid_spawn_registers_nothing(engine: Engine) -> None:
     engine.faults.arm("before-spawn-commit")
     with pytest.raises(InjectedFault):
         await spawned(engine, NAMES)
+
+
+async def test_the_commit_that_ends_registration_evaluates_the_gates(engine: Engine) -> None:
+    """Every child finished at creation: nothing but the last batch's commit can move it."""
+    from tests.engine.cohort_defs import child as make_child
+
+    engine = batched(engine)
+    definition = lake_parent()
+    for stage in definition["stages"]:
+        for activity in stage.get("activities") or []:
+            for action in activity["actions"]:
+                if action["name"] == "all-done":
+                    action["when"] = "$cohort.settled"
+    engine.faults.arm("mid-registration")
+    await engine.ensure_ready()
+    await engine.deploy([definition, make_child(auto=True)])
+    await put_items(engine, NAMES)
+    started = await engine.start_instance("p")
+    p = (await engine.fire_action(started.instance.id_, "go", "go")).instance
+    assert p.currentStage == "review" and p.owesRegistration
+    await engine.registrar.idle()
+    await engine.maintenance.finish_registration(p.id_)
+    await engine.driver.propagator.idle()
+    p = await engine.get_instance(p.id_)
+    assert len(p.subworkflows) == len(NAMES) and p.currentStage == "next"

@@ -31,6 +31,7 @@ def plan_register(state: Instance, ctx: PlanContext) -> Mutation:
     """Register the next batch of the parent's first registering cohort."""
     commit = Commit(state, ctx, engine=True)
     m = commit.m
+    owed = len(batches.registering(m))
     for own in batches.registering(m):
         action = _action(m, commit.definition, own)
         if action is None or not _open(m, own):
@@ -39,6 +40,10 @@ def plan_register(state: Instance, ctx: PlanContext) -> Mutation:
         register_batch(m, commit.definition, ctx, own, action)
         break
     m.owesRegistration = True if batches.registering(m) else None
+    if len(batches.registering(m)) < owed and not m.terminal:
+        # a cohort's registration ended: its gates (``$cohort.settled``) may hold now, and
+        # no other commit may come to evaluate them (every row may have finished already)
+        commit.cascade_once()
     return commit.finish()
 
 
