@@ -33,9 +33,11 @@ ENVELOPE_KEYS = frozenset({"version", "contentHash", "modelVersion", "minReaderM
 
 def strip_envelope(document: dict[str, Any]) -> dict[str, Any]:
     """Drop the stored-document envelope so a fetched definition re-deploys, and the
-    ``$schema`` an authored file names for editors."""
+    ``$schema`` an authored file names for editors (a string: any other value stays, and
+    the strict parse refuses it as the unknown key it is)."""
     return {k: v for k, v in document.items()
-            if not k.startswith("_") and k not in ENVELOPE_KEYS and k != "$schema"}
+            if not k.startswith("_") and k not in ENVELOPE_KEYS
+            and not (k == "$schema" and isinstance(v, str))}
 
 
 def expand_definition(authored: Any) -> Any:

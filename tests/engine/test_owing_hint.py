@@ -27,11 +27,13 @@ async def test_each_flag_is_found_through_the_one_index(engine: Engine, lake: La
                        "materialising": True, "owesAborts": True})
     await lake.create({"_id": "cancels", **INSTANCE, "owing": "owesCancels",
                        "owesCancels": True})
+    await lake.create({"_id": "registering", **INSTANCE, "owing": "owesRegistration",
+                       "owesRegistration": True})
     await lake.create({"_id": "idle", **INSTANCE})
     worker = Worker(engine, grace_seconds=0)
     found = {flag: sorted(await worker._flagged(flag, [])) for flag in FLAGS}
     assert found == {"materialising": ["both"], "owesBulk": [], "owesAborts": ["both"],
-                     "owesCancels": ["cancels"]}
+                     "owesCancels": ["cancels"], "owesRegistration": ["registering"]}
     assert await worker._flagged("owesAborts", ["both"]) == []  # seen this pass
     plan = await _plan(lake, {**INSTANCE, **ANY_OWED})
     assert "IXSCAN" in plan and "instance_owing" in plan, plan
