@@ -48,7 +48,6 @@ from kinflow.core.history import record
 from kinflow.core.ops import set_activity_status
 from kinflow.core.state import (
     AbortPending,
-    CohortWindow,
     Instance,
     ResolvedRow,
     SubworkflowEntry,
@@ -141,11 +140,7 @@ def declared(definition: WorkflowDefinition, stage: str, activity: str,
     return budget, block.onBudgetExceeded or ABORT_REST
 
 
-def setting(instance: Instance, cohort: Cohort) -> CohortWindow | None:
-    for entry in instance.cohorts or []:
-        if (entry.activity, entry.stageEntry) == cohort:
-            return entry
-    return None
+setting = admission.setting  # the cohort's stored setting: one reading for every rule
 
 
 def effective(own: dict[str, Any] | None, definition: WorkflowDefinition, stage: str,
@@ -202,7 +197,7 @@ def enforce(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext
         if not budget.exceeded(failed, len(rows)) or not _actionable(instance, cohort, rows):
             continue
         if policy == PAUSE:  # nothing is skipped or failed: the operator resumes
-            _mark(instance, cohort, budgetExceededAt=ctx.now_iso)
+            admission.update_setting(instance, cohort, budgetExceededAt=ctx.now_iso)
             admission.pause(instance, ctx, cohort, admission.BUDGET_REASON)
             continue
         act(instance, ctx, cohort, places, policy)
@@ -255,17 +250,7 @@ def act(instance: Instance, ctx: PlanContext, cohort: Cohort, places: list[int],
         state = entry.activity(cohort[0]) if entry is not None else None
         if state is not None and state.status != "failed":
             set_activity_status(instance, ctx, cohort[0], "failed")
-    _mark(instance, cohort, budgetExceededAt=ctx.now_iso)
-
-
-def _mark(instance: Instance, cohort: Cohort, **changes: Any) -> None:
-    """Update (or add) the cohort's stored setting with ``changes``."""
-    kept = [entry for entry in instance.cohorts or []
-            if (entry.activity, entry.stageEntry) != cohort]
-    own = setting(instance, cohort)
-    updated = (own.model_copy(update=changes) if own is not None
-               else CohortWindow(activity=cohort[0], stageEntry=cohort[1], **changes))
-    instance.cohorts = [*kept, updated]
+    admission.update_setting(instance, cohort, budgetExceededAt=ctx.now_iso)
 
 
 def set_budget(instance: Instance, cohort: Cohort, budget: Budget) -> bool:
@@ -274,7 +259,7 @@ def set_budget(instance: Instance, cohort: Cohort, budget: Budget) -> bool:
     own = setting(instance, cohort)
     if own is not None and own.failureBudget == budget.to_json():
         return False
-    _mark(instance, cohort, failureBudget=budget.to_json())
+    admission.update_setting(instance, cohort, failureBudget=budget.to_json())
     return True
 
 
@@ -285,7 +270,7 @@ def reopen_on_redrive(instance: Instance, ctx: PlanContext, cohort: Cohort) -> b
     own = setting(instance, cohort)
     if own is None or own.budgetExceededAt is None:
         return False
-    _mark(instance, cohort, budgetExceededAt=None)
+    admission.update_setting(instance, cohort, budgetExceededAt=None)
     if not _open_visit(instance, cohort):
         return False
     entry = instance.open_entry()
