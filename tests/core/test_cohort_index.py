@@ -65,7 +65,7 @@ def test_a_summary_counts_status_outcome_pairs_the_row_range_and_their_chunks() 
         {"activity": "translate", "stageEntry": "v1", "first": 64, "last": 103,
          "counts": {"active:": 1, "queued:": 35, "done:failed": 1, "aborted:aborted": 1,
                     "aborted:aborted:budget": 1},
-         "chunks": {"active:": [2], "queued:": [2, 3], "done:failed": [2],
+         "chunks": {"active:": [2], "queued:": [[2, 3]], "done:failed": [2],
                     "aborted:aborted": [2], "aborted:aborted:budget": [2]},
          "tallies": tallies.SCHEME},
         {"activity": "other", "stageEntry": "v1", "first": 67, "last": 67,

@@ -28,14 +28,14 @@ from typing import Any
 
 from kinflow import groq
 from kinflow.core import cancellation
-from kinflow.core.cohort import counts, outcomes
+from kinflow.core.cohort import admission, counts, outcomes
 from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.cohort.deadlines import block
 from kinflow.core.cohort.window import setting
 from kinflow.core.conditions import Renderer, evaluate_expression
 from kinflow.core.context import PlanContext
 from kinflow.core.history import record
-from kinflow.core.state import AbortPending, CohortWindow, Instance, ResolvedRow, SubworkflowEntry
+from kinflow.core.state import AbortPending, Instance, ResolvedRow, SubworkflowEntry
 from kinflow.define import sites
 from kinflow.define.models import WorkflowDefinition
 
@@ -121,17 +121,9 @@ def complete(instance: Instance, ctx: PlanContext, cohort: Cohort, policy: str,
             cancellation.request_row(instance, ctx, index, reason)
             replace_row(instance, index, abortReason=REASON)
             stopped += 1
-    _mark(instance, cohort, completedAt=ctx.now_iso, registration=None)
+    admission.update_setting(instance, cohort, completedAt=ctx.now_iso, registration=None)
     record(instance, ctx, "cohortComplete", activity=cohort[0], stageEntry=cohort[1],
            onComplete=policy, skipped=skipped, stopped=stopped)
-
-
-def _mark(instance: Instance, cohort: Cohort, **changes: Any) -> None:
-    kept = [e for e in instance.cohorts or [] if (e.activity, e.stageEntry) != cohort]
-    own = setting(instance, cohort)
-    updated = (own.model_copy(update=changes) if own is not None
-               else CohortWindow(activity=cohort[0], stageEntry=cohort[1], **changes))
-    instance.cohorts = [*kept, updated]
 
 
 def is_complete(instance: Instance, cohort: Cohort) -> bool:

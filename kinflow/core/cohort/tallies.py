@@ -12,8 +12,12 @@ cohort (the spawning activity and the stage visit that spawned it):
   pair of their own (``aborted:aborted:budget``, ``cancelled:cancelled:budget``),
   since they count as aborted (or cancelled) but not as failed
   (``outcomes.counts_as_failed``);
-* ``chunks``: per pair, the sorted chunk numbers holding such a row, so a page
-  (filtered or not) fetches exactly the chunks that can contribute, by id.
+* ``chunks``: per pair, the chunks holding such a row, so a page (filtered or
+  not) fetches exactly the chunks that can contribute, by id. They are kept as
+  sorted runs (``places``): a lone chunk as its number, a run of neighbours as
+  ``[first, last]``, since rows of one kind sit together (the queued tail, the
+  finished head) and a million-row cohort would otherwise keep 31,250 numbers
+  per pair on its parent. An entry written as plain numbers reads the same.
 
 The entry is updated by difference over the chunks a commit rewrites (the
 rows it replaced, against the rows stored before), so its cost follows the
@@ -23,11 +27,10 @@ counts (``chunk_summary``) for tools reading a chunk alone.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from kinflow.core.cohort import outcomes
+from kinflow.core.cohort import outcomes, places
 from kinflow.core.cohort.registry import CohortCounts, outcome_view, row_state
 from kinflow.core.state import SubworkflowEntry
 
@@ -115,11 +118,7 @@ def _add(found: dict[tuple[str, str], dict[str, Any]], row: SubworkflowEntry, in
     entry["last"] = max(entry["last"], index)
     name = tally(row)
     entry["counts"][name] = entry["counts"].get(name, 0) + 1
-    places = entry["chunks"].setdefault(name, [])
-    chunk = index // CHUNK
-    at = bisect.bisect_left(places, chunk)
-    if at == len(places) or places[at] != chunk:
-        places.insert(at, chunk)
+    places.add(entry["chunks"].setdefault(name, []), index // CHUNK)
 
 
 def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
@@ -150,11 +149,9 @@ def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
                 entry["counts"].pop(name, None)
             left_places.add((key, name))
         for key, name in left_places:
-            places = found[key]["chunks"].get(name) or []
-            at = bisect.bisect_left(places, chunk)
-            if at < len(places) and places[at] == chunk:
-                del places[at]
-            if not places:
+            runs = found[key]["chunks"].get(name) or []
+            places.remove(runs, chunk)
+            if not runs:
                 found[key]["chunks"].pop(name, None)
         for index, row in enumerate(rows[lo:hi], lo):  # its new rows come back
             _add(found, row, index)
@@ -225,5 +222,5 @@ def candidate_chunks(entry: dict[str, Any], tallies: Iterable[str] | None, start
     chosen = entry["chunks"].keys() if tallies is None else tallies
     found: set[int] = set()
     for name in chosen:
-        found.update(entry["chunks"].get(name, ()))
-    return sorted(c for c in found if c >= start // CHUNK)
+        found.update(places.expand(entry["chunks"].get(name) or [], start // CHUNK))
+    return sorted(found)

@@ -27,7 +27,7 @@ from kinflow.core.cohort import admission
 from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.context import PlanContext
 from kinflow.core.history import record
-from kinflow.core.state import CohortWindow, Instance, ResolvedRow, SubworkflowEntry
+from kinflow.core.state import Instance, ResolvedRow, SubworkflowEntry
 from kinflow.define.models import WorkflowDefinition, find_action
 
 Cohort = tuple[str, str]  # (activity, stage entry key)
@@ -57,11 +57,7 @@ def declared_max(definition: WorkflowDefinition, stage: str, activity: str,
     return None
 
 
-def setting(instance: Instance, cohort: Cohort) -> CohortWindow | None:
-    for entry in instance.cohorts or []:
-        if (entry.activity, entry.stageEntry) == cohort:
-            return entry
-    return None
+setting = admission.setting  # the cohort's stored setting (one reading for every rule)
 
 
 def limit(instance: Instance, definition: WorkflowDefinition, row: SubworkflowEntry
@@ -222,13 +218,7 @@ def skip(instance: Instance, ctx: PlanContext, index: int, *, detail: str,
 
 def set_max_active(instance: Instance, cohort: Cohort, max_active: int) -> None:
     """Store an operator's window for ``cohort`` on the parent (``updateCohort``)."""
-    kept = [entry for entry in instance.cohorts or []
-            if (entry.activity, entry.stageEntry) != cohort]
-    own = setting(instance, cohort)
-    updated = (own.model_copy(update={"maxActive": max_active}) if own is not None
-               else CohortWindow(activity=cohort[0], stageEntry=cohort[1],
-                                 maxActive=max_active))
-    instance.cohorts = [*kept, updated]
+    admission.update_setting(instance, cohort, maxActive=max_active)
 
 
 def latest_visit(instance: Instance, activity: str) -> str | None:
