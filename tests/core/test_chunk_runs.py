@@ -4,6 +4,7 @@ summary stays small."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 
@@ -25,7 +26,7 @@ def test_runs_follow_random_adds_and_removes_and_stay_joined() -> None:
             wanted.discard(chunk)
         assert list(places.expand(runs)) == sorted(wanted)
         spans = [places.bounds(run) for run in runs]
-        assert all(a[1] + 1 < b[0] for a, b in zip(spans, spans[1:]))  # joined, in order
+        assert all(a[1] + 1 < b[0] for a, b in itertools.pairwise(spans))  # joined, in order
         assert all(isinstance(r, int) or r[0] < r[1] for r in runs)
     assert list(places.expand(runs, 30)) == sorted(c for c in wanted if c >= 30)
 
