@@ -35,9 +35,10 @@ OUTSIDE = re.compile(
     "|".join([
         r"/wo" + "rk/", r"/home/\w", r"\.\./sha" + r"red\b",
         r"\bsha" + r"red/(?:design|reference)\b",
-        r"\b(?:ARCHITECTURE|GRAPHQL|DEFINITIONS|SCOPE|COHORT-CONTROL|COHORT-SCALE)\." + "md\\b",
-        r"\bSCOPE\b", r"engine" + "-model", r"stack" + "-notes", r"embedded" + "-lake\\.md",
-        r"(?<!docs/)\bgroq\.md\b", "\u00a7" + r"\s*\d", r"\b[Ss]cenario \d+", r"\bADD \d\b",
+        r"\b(?:ARCHI" + "TECTURE|GRAPH" + "QL|DEFINI" + "TIONS|SCO" + "PE|COHORT-CON" + "TROL"
+        + "|COHORT-SC" + "ALE)\\." + "md\\b",
+        r"\bSCO" + r"PE\b", r"engine" + "-model", r"stack" + "-notes", r"embedded" + "-lake\\.md",
+        r"(?<!docs/)\bgr" + r"oq\.md\b", "\u00a7" + r"\s*\d", r"\b[Ss]cenario \d+", r"\bADD \d\b",
     ])
 )  # fmt: skip
 #: A file path the text names: ``dir/name.ext`` or a bare ``name.md``, with an optional
