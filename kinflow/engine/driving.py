@@ -35,6 +35,7 @@ from kinflow.engine.indexes import INSTANCES
 from kinflow.engine.materialise import existing_ids
 from kinflow.engine.propagation import Propagator, Reaction
 from kinflow.engine.transact import Gather, Planner, Transactor
+from kinflow.observability import engine as observing
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.client_session import AsyncClientSession
@@ -60,7 +61,9 @@ class Driver:
         # "auto": a verb on a child of a small cohort returns after its parent reacted
         # (the reference's contract); in a large cohort it returns after its own commits
         # and the parent reacts in paced, coalesced rounds. "inline"/"background" force one
-        self.propagator = Propagator(self.round, mode=propagation)
+        self.propagator = Propagator(  # each round a trace of its own (docs/observability.md)
+            lambda parent: observing.propagation_round(parent, self.round(parent)),
+            mode=propagation)
         self.grouper: Grouper | None = None  # group commit of concurrent verbs (engine/group.py)
 
     async def verb(self, instance_id: str, name: str, actor: Actor | None, planner: Planner,
@@ -99,7 +102,9 @@ class Driver:
         """
         t = self.transact
         owed = await t.lake.find({**INSTANCES, "propagateTo": state.id_}, dataset=t.dataset,
-                                 session=session, projection=OBSERVATION_FIELDS)
+                                 session=session,
+                                 projection=observing.with_trace(OBSERVATION_FIELDS))
+        observing.observed(owed)  # traced: this commit links to the commits that owed them
         seen = [Observation.of(doc) for doc in owed]
         live = live_rows(state)
         if not live or (not check_missing and len(live) > _CHEAP_MISSING_CHECK):

@@ -27,6 +27,9 @@ reading, then each member's write. Each member keeps its own semantics:
   lake gone), nobody gets that failure: every member runs again alone, as an
   ordinary commit with its own retries. So a conflict in one member never
   fails another, and a refused one leaves the others applied.
+
+Traced, each member keeps a ``commit <verb>`` span in its caller's trace, linked to
+the group's ``commit groupCommit`` span (``observability/grouping.py``).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from kinflow.core.state import INSTANCE_TYPE, Instance, parse_instance
 from kinflow.engine.transact import Planner, Transactor, heavy
 from kinflow.errors import KinflowError, RevisionConflict
 from kinflow.observability import engine as observing
+from kinflow.observability import grouping
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.client_session import AsyncClientSession
@@ -64,6 +68,7 @@ class Member:
     mutation: Mutation | None = None
     error: BaseException | None = None
     alone: bool = False  # needs an ordinary commit of its own
+    traced: grouping.Caller | None = None  # the caller's trace (tracing on)
 
     def reset(self) -> None:
         self.mutation, self.error, self.alone = None, None, False
@@ -94,7 +99,8 @@ class Grouper:
                 self.flying -= 1
                 self._launch()
         member = Member(instance_id, planner, verb, actor,
-                        asyncio.get_running_loop().create_future())
+                        asyncio.get_running_loop().create_future(),
+                        traced=grouping.caller(verb, instance_id))
         self.queue.append(member)
         self._launch()
         return await member.done
@@ -128,8 +134,9 @@ class Grouper:
 
     async def _alone(self, member: Member) -> None:
         try:
-            mutation = await self.transact.commit(member.instance_id, member.planner,
-                                                  verb=member.verb, actor=member.actor)
+            with grouping.resumed(member.traced):  # in the caller's trace
+                mutation = await self.transact.commit(member.instance_id, member.planner,
+                                                      verb=member.verb, actor=member.actor)
         except BaseException as exc:  # the caller gets it, as from its own commit
             _settle(member, error=exc)
             if not isinstance(exc, Exception):
@@ -149,11 +156,13 @@ class Grouper:
             with observing.commit("groupCommit") as watch:
                 await t.lake.transaction(lambda session: self._callback(grouped, session),
                                          verb="groupCommit", attempts=1, on_retry=watch.retry)
-        except Exception:  # nobody gets the group's failure: each runs alone
+        except Exception as exc:  # nobody gets the group's failure: each runs alone
+            grouping.ended((m.traced for m in grouped), exc)
             for member in grouped:
                 member.reset()
                 member.alone = True
         else:
+            grouping.ended(m.traced for m in grouped)
             self.groups += 1
             for member in grouped:
                 if member.mutation is not None and not member.alone:
@@ -184,6 +193,7 @@ class Grouper:
                 member.error = InstanceNotFound(f"no instance {member.instance_id!r}",
                                                 instanceId=member.instance_id)
                 continue
+            grouping.loaded(member.traced, document)
             state = parse_instance(document)
             if state.rowCount or heavy(state) or member.instance_id in t.kept:
                 member.alone = True  # a cohort parent: its own commit reads its rows
@@ -204,8 +214,9 @@ class Grouper:
             planned.append((member, state))
         for member, state in planned:
             assert member.mutation is not None
-            if member.mutation.dirty:
-                await t.write(member.mutation, state.rev_, session, now)
+            with grouping.writing(member.traced, len(planned)):  # its span, in its trace
+                if member.mutation.dirty:
+                    await t.write(member.mutation, state.rev_, session, now)
 
 
 def _bind(planner: Planner, state: Instance) -> Callable[..., Mutation]:

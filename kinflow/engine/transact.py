@@ -335,6 +335,7 @@ class Transactor:
             document = await asyncio.to_thread(mutation.instance.to_document)
         else:
             document = mutation.instance.to_document()
+        observing.owed(document, mutation.before)  # traced: the trace a new owed stamp carries
         if mutation.insert:
             sizes.check_write(mutation, document, None)
             stored = await self.lake.create(document, dataset=self.dataset, session=session,
@@ -380,7 +381,8 @@ class Transactor:
             for start in range(0, len(honoured), CLEARS_PER_STATEMENT):
                 await self.lake.update_many(
                     {"_id": {"$in": honoured[start:start + CLEARS_PER_STATEMENT]}},
-                    {"$unset": {"propagateTo": "", "propagateToken": ""}},
+                    {"$unset": {"propagateTo": "", "propagateToken": "",
+                                observing.PROPAGATE_TRACE: ""}},
                     dataset=self.dataset, session=session, now=now)
 
     @staticmethod

@@ -11,7 +11,9 @@ attribute reads when metrics and tracing are off.
 * ``tracing``: the tracer provider, from the standard ``OTEL_*`` variables;
 * ``context``: the ids a log line or span carries (operation, instance, root, ...);
 * ``operations``: the GraphQL operation hook (a strawberry extension);
-* ``engine``: engine verbs, commits, loads and the trace a spawn leaves on a child;
+* ``engine``: engine verbs, propagation rounds, commits, loads and the family's trace
+  links (a spawn to its children, a parent's round to the children it observed);
+* ``grouping``: each member of a group commit traced in its own caller's trace;
 * ``lake_events``: lake round trips (a pymongo command listener);
 * ``work``: heartbeat passes, effect handlers and the change hub;
 * ``gauges``: what is read at scrape time (hub, embedded lake, cohorts, backlog);

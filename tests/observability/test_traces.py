@@ -3,36 +3,13 @@ link from a child's spans to the spawn that created it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from starlette.testclient import TestClient
 
 from kinflow.http.app import create_app
-from kinflow.observability import tracing
-from kinflow.observability.switch import ON
 from tests.api.conftest import make_settings
 from tests.observability import cohort
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.install(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.install(None)
-    assert not ON.tracing
-
-
-def parent_of(span: ReadableSpan, by_id: dict[int, ReadableSpan]) -> ReadableSpan | None:
-    return by_id.get(span.parent.span_id) if span.parent is not None else None
+from tests.observability.span_tree import parent_of
 
 
 def test_one_child_fire_is_one_trace_linked_to_its_spawn(
