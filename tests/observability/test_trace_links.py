@@ -145,6 +145,16 @@ def test_a_new_owed_stamp_records_the_commit_that_owed_it(
     assert untouched == {"currentStage": "work"}
 
 
+def test_a_malformed_trace_context_links_nothing() -> None:
+    good = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+    found = observing.span_context(good)
+    assert found is not None and (found.trace_id, found.span_id) == (int("a" * 32, 16),
+                                                                    int("b" * 16, 16))
+    for bad in ("", "00-zz", good.replace("a" * 32, "0" * 32), good.replace("a", "g"),
+                good[:-1]):
+        assert observing.span_context(bad) is None, bad
+
+
 def test_with_tracing_off_the_hooks_change_nothing() -> None:
     assert not ON.tracing
     fields = {"_id": 1}
