@@ -132,6 +132,14 @@ class Settings(BaseSettings):
     max_active_children: int = Field(
         default=10_000, ge=1,
         description="Rows a cohort without maxActive may have: it starts them all at once.")
+    sparse_registry_rows: int = Field(
+        default=10_000, ge=1,
+        description=("Registry rows from which a parent loads without its rows: a commit "
+                     "reads only the chunks it needs (docs/subworkflows.md)."))
+    sparse_commit_chunks: int = Field(
+        default=320, ge=1,
+        description=("Registry chunks (32 rows each) one commit of a sparse parent may read; "
+                     "a commit needing more is refused with registry-too-large."))
     max_idempotency_key_bytes: int = Field(
         default=256, ge=1, description="Longest idempotency key, in UTF-8 bytes (input-too-large)."
     )

@@ -14,7 +14,7 @@ from kinflow.core.definitions import parse_snapshot
 from kinflow.core.errors import CohortNotFound, InstanceNotFound
 from kinflow.engine.registry_cache import registry_rows
 from kinflow.jsonvalues import jsonable
-from kinflow.schema.admission import admission_of, keys_page
+from kinflow.schema.admission import admission_of, key_counts, keys_page
 from kinflow.schema.budget import cohort_budget
 from kinflow.schema.bulk import CohortFilter, cohort_closed
 from kinflow.schema.cohort_page import RowsPage, counts_of, indexed, page_of_rows
@@ -47,7 +47,8 @@ async def admission_fields(parent: dict[str, Any], activity: str, last: Row | No
     """Pause, the per-key window, the rate and the first keys, as the query reads them
     (the keys read the cohort's rows, only when it has a per-key window)."""
     admitted = admission_of(parent, activity, last)
-    keys = (keys_page(await rows(), 20, None) if admitted.max_active_per_key is not None
+    keys = (keys_page(key_counts(await rows()), 20, None)
+            if admitted.max_active_per_key is not None
             else None)
     return {"paused": admitted.paused, "pausedReason": admitted.paused_reason,
             "maxActivePerKey": admitted.max_active_per_key, "startRate": admitted.start_rate,

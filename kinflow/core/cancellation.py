@@ -96,10 +96,14 @@ def apply_on_cancel(instance: Instance, definition: WorkflowDefinition, ctx: Pla
 def owed(instance: Instance) -> list[SubworkflowEntry]:
     """Rows whose child is owed a cancel request the shell has not seen land: pending,
     live, not condemned meanwhile, and not yet read as cancelling."""
-    return [row for row in instance.subworkflows
-            if row.cancelPending is not None and row.resolved is None
+    return [row for row in instance.subworkflows if owes(row)]
+
+
+def owes(row: SubworkflowEntry) -> bool:
+    """Whether the row's child is owed a cancel request (``owed``)."""
+    return (row.cancelPending is not None and row.resolved is None
             and row.abortPending is None and not row.queued
-            and not (row.observed is not None and row.observed.cancelling)]
+            and not (row.observed is not None and row.observed.cancelling))
 
 
 def settled(row: SubworkflowEntry) -> bool:

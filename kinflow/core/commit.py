@@ -30,18 +30,27 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kinflow.core import cancellation, readmodel
 from kinflow.core import effects as fx
 from kinflow.core.actions import Spawner
 from kinflow.core.cascade import hop, next_evaluation_at
-from kinflow.core.cohort import admission, deadlines, settlement, spawn, tallies, window
+from kinflow.core.cohort import (
+    admission,
+    counts,
+    deadlines,
+    settlement,
+    sparse,
+    spawn,
+    tallies,
+    window,
+)
 from kinflow.core.cohort import budget as failure_budget
 from kinflow.core.cohort.aggregates import refresh as fold_aggregates
 from kinflow.core.cohort.chunks import CHUNK, REPLACED, row_writes
 from kinflow.core.cohort.observe import condemned
-from kinflow.core.cohort.row_history import history_index
+from kinflow.core.cohort.row_history import history_index, inline_history
 from kinflow.core.context import Limits, PlanContext, iso
 from kinflow.core.create import StartInstance, plan_create
 from kinflow.core.errors import (
@@ -72,10 +81,15 @@ class Commit:
         self.m = Instance.model_validate_json(text)  # half the cost of json.loads + validate
         # rows are frozen and history entries never edited, so the copy shares them
         # (core/cohort/chunks.py); the rows stored beside the instance are what writes diff against
-        self.m.subworkflows = list(state.subworkflows)
+        rows = state.subworkflows
+        if isinstance(rows, sparse.SparseRows):  # only the chunks this commit reads
+            self.m.subworkflows = cast(Any, rows.copy())
+            self.rows_base: Any = rows.copy()
+        else:
+            self.m.subworkflows = list(rows)
+            self.rows_base = rows[:state.rowCount or 0]
         self.m._derived = dict(state._derived)  # memos checked against the rows (state.py)
         self.m.history = list(state.history)
-        self.rows_base = state.subworkflows[:state.rowCount or 0]
         # a caller's verb stays under the instance limit; the engine's own commits
         # (hops, stamps, claims) may use the headroom above it (sizes.py)
         self.engine = engine
@@ -131,6 +145,7 @@ class Commit:
                     spawn.register_queued(instance, self.ctx, seed)
                     continue
             child, owed = settle_child(instance, seed, self.ctx)
+            child.rowPlace = len(instance.subworkflows)  # register appends its row there
             self.creates.append(child.to_document())
             if owed:
                 self.settle.append(seed.child_id)
@@ -160,6 +175,7 @@ class Commit:
             window.skip(m, ctx, index, detail="definition-unresolved")
             return False
         child, owed = settle_child(m, spawn.reseed(m, row, child_doc, ctx), ctx)
+        child.rowPlace = index
         self.creates.append(child.to_document())
         if owed:
             self.settle.append(child.id_)
@@ -199,7 +215,8 @@ class Commit:
         if self.settle_rows().retried:  # a child the fill started failed at once
             self.fill_windows()
         new_history = m.history[self.history_start:]
-        rows = row_writes(m, self.rows_base, new_history, self.history_start)
+        whole = sparse.history_start(self.before, self.history_start, m)
+        rows = row_writes(m, self.rows_base, new_history, whole)
         if rows:  # the cohorts' counts follow the chunks this commit rewrites
             m.cohortRows = tallies.updated(m.cohortRows, self.rows_base, m.subworkflows,
                                                 [doc["chunk"] for doc in rows.chunks])
@@ -208,6 +225,7 @@ class Commit:
         m._derived.pop(REPLACED, None)  # the summary follows the rows now (cohort/counts.py)
         if m.subworkflows:
             m.rowCount = len(m.subworkflows)
+        sparse.count_history(m, whole + len(new_history), self.ctx.limits.sparse_rows)
         after = m.stored_json()
         changed = insert or bool(rows) or bool(new_history) or _state_differs(self.before,
                                                                               after)
@@ -229,6 +247,8 @@ class Commit:
             m.propagateToken = self.ctx.new_key()
         dirty = changed or any(self.before.get(k) != after_value
                                for k, after_value in _hints(m).items())
+        if sparse.is_sparse(m):  # the entries on rows live in their chunks (sparse.bound)
+            m.history = inline_history(m.history)
         return Mutation(
             instance=m, insert=insert, changed=changed, dirty=dirty, moves=self.moves,
             creates=self.creates, settle=self.settle,
@@ -243,7 +263,16 @@ class Commit:
         """Room a caller's verb must leave for the rows its live children will resolve."""
         if self.engine or self.size_limit is None:
             return 0
-        return RESOLUTION_BYTES * sum(1 for row in self.m.subworkflows if row.resolved is None)
+        return RESOLUTION_BYTES * live_count(self.m)
+
+
+def live_count(m: Instance) -> int:
+    """Unresolved rows (live or queued): from the cohorts' counts on a sparse parent."""
+    if sparse.is_sparse(m):
+        return sum(int(n) for entry in counts.live_summary(m)
+                   for key, n in entry.get("counts", {}).items()
+                   if tallies.split(key)[0] not in ("done", "aborted", "cancelled"))
+    return sum(1 for row in m.subworkflows if row.resolved is None)
 
 
 _DERIVED = ("lastChangedAt", "nextEvaluationAt", "watch", "_rev", "_createdAt", "_updatedAt",
@@ -281,8 +310,15 @@ def finalise(m: Instance, definition: WorkflowDefinition, ctx: PlanContext) -> N
             due = slot
     m.nextEvaluationAt = iso(due) if due is not None else None
     m.watch = reference_ids(m)
-    m.owesAborts = True if condemned(m) else None
-    m.owesCancels = True if cancellation.owed(m) else None
+    if sparse.is_sparse(m):  # a row changes only in a chunk held: look there, unless owed
+        held = [row for _, row in sparse.held_rows(m)]
+        m.owesAborts = True if (m.owesAborts and condemned(m)) or any(
+            r.resolved is None and r.abortPending is not None for r in held) else None
+        m.owesCancels = True if (m.owesCancels and cancellation.owed(m)) or any(
+            cancellation.owes(r) for r in held) else None
+    else:
+        m.owesAborts = True if condemned(m) else None
+        m.owesCancels = True if cancellation.owed(m) else None
     if m.terminal:
         m.cancelDeadline = None
     m.effectsDueAt = fx.effects_due_at(m)

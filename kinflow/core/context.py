@@ -71,6 +71,9 @@ class Limits:
     spawn_txn: int = 256  # children created inside the spawning transaction
     # a cohort this large may not be read as ``$subworkflows`` (core/cohort/counts.py)
     condition_rows: int = 10_000
+    # a parent with this many rows loads only the chunks a commit needs (core/cohort/sparse.py)
+    sparse_rows: int = 10_000
+    sparse_chunks: int = 320  # chunks one commit of a sparse parent may read
     # caller inputs and instance size (kinflow.core.inputs, kinflow.core.sizes)
     key_bytes: int = 256
     reason_bytes: int = 4096
@@ -96,6 +99,8 @@ class Limits:
         """Limits from ``kinflow.settings.Settings`` (``KINFLOW_*``)."""
         return cls(spawn_depth=settings.max_spawn_depth, fan_out=settings.max_fan_out,
                    max_active_children=settings.max_active_children,
+                   sparse_rows=settings.sparse_registry_rows,
+                   sparse_chunks=settings.sparse_commit_chunks,
                    spawn_txn=settings.spawn_txn_limit,
                    key_bytes=settings.max_idempotency_key_bytes,
                    reason_bytes=settings.max_reason_bytes, value_bytes=settings.max_value_bytes,
@@ -193,6 +198,15 @@ class NeedsRowBatch(NeedsIO):
         super().__init__(request.query)
         self.request = request
         self.cache_key = request.key
+
+
+class NeedsChunks(NeedsIO):
+    """The plan touches registry rows of a sparse parent in chunks it was not given
+    (core/cohort/sparse.py): the shell reads them into the state and plans again."""
+
+    def __init__(self, chunks: set[int] | frozenset[int]) -> None:
+        super().__init__(f"{len(chunks)} registry chunks")
+        self.chunks = frozenset(chunks)
 
 
 def query_key(query: str, params: dict[str, Any]) -> str:

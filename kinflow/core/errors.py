@@ -49,6 +49,7 @@ __all__ = [
     "PersistedDocShape",
     "PlanReadLimit",
     "RedriveNotAllowed",
+    "RegistryTooLarge",
     "RequiredFieldNotProvided",
     "ReservedId",
     "ReservedType",
@@ -323,6 +324,14 @@ class CohortTooLargeForRows(KinflowError):
     read as rows (``Limits.condition_rows``); ``$cohort`` reads its counts instead."""
 
     code = "cohort-too-large-for-rows"
+
+
+class RegistryTooLarge(KinflowError):
+    """A commit of a sparse parent needs more registry chunks than one commit may read
+    (``Limits.sparse_chunks``): the path walks every row, which a sparse parent never
+    loads at once (``details``: instanceId, chunks, limit)."""
+
+    code = "registry-too-large"
 
 
 class InjectedFault(Exception):

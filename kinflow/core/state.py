@@ -284,6 +284,10 @@ class Instance(Part):
     # where the registry lives (core/cohort/chunks.py): rows and their history entries are
     # documents of their own; the instance keeps how many there are
     rowCount: int | None = None  # registry rows stored beside the instance
+    # the whole history's length, kept on a parent past ``Limits.sparse_rows`` rows, which
+    # loads without the entries stored on its rows (core/cohort/sparse.py)
+    historyCount: int | None = None
+    rowPlace: int | None = None  # a spawned child's place in its parent's registry
     cohorts: list[CohortWindow] | None = None  # operators' cohort settings (updateCohort)
     cohortRows: list[dict[str, Any]] | None = None  # per-cohort counts (core/cohort/tallies.py)
     startedAt: str
@@ -372,6 +376,15 @@ class Instance(Part):
     @property
     def parent_ref(self) -> Ref | None:
         return self.ancestors[-1] if self.ancestors else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The whole instance; a sparse parent's (core/cohort/sparse.py) without its rows,
+        which readers assemble from the chunks (``rowCount``) as for every parent."""
+        if isinstance(self.subworkflows, list):
+            return super().to_json()
+        doc = self.model_dump(mode="json", by_alias=True, exclude_none=True,
+                              exclude={"subworkflows"})
+        return {**doc, "subworkflows": []}
 
     def stored_json(self) -> dict[str, Any]:
         """The instance document's own state: without the registry rows (stored

@@ -20,7 +20,7 @@ from kinflow.core import cancellation
 from kinflow.core import effects as fx
 from kinflow.core.actions import fire
 from kinflow.core.cohort.observe import Observation, apply_observations
-from kinflow.core.commit import Commit
+from kinflow.core.commit import Commit, live_count
 from kinflow.core.conditions import Renderer
 from kinflow.core.context import PlanContext
 from kinflow.core.create import StartInstance, plan_create
@@ -122,11 +122,11 @@ def plan_observe(state: Instance, ctx: PlanContext,
     filter condemns rows without leaving the stage), so the hop is then owed:
     ``nextEvaluationAt`` is now, and the next hop or the heartbeat runs it."""
     commit = Commit(state, ctx, engine=True)
-    live = sum(1 for row in commit.m.subworkflows if row.resolved is None)
+    live = live_count(commit.m)
     clears = apply_observations(commit.m, ctx, observations)
     mutation = commit.finish(clears=clears)
     m = mutation.instance
-    if not m.terminal and sum(1 for row in m.subworkflows if row.resolved is None) < live:
+    if not m.terminal and live_count(m) < live:
         m.nextEvaluationAt = ctx.now_iso
     return mutation
 

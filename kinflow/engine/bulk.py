@@ -103,7 +103,8 @@ class BulkRunner:
             return redriving.plan_select(state, verb, ctx)
 
         selected: list[str] = await t.plan(select, actor, None, t.clock(),
-                                           offload=filtered(verb.where, actor, heavy(state)))
+                                           offload=filtered(verb.where, actor, heavy(state)),
+                                           state=state)
         result = selection.BulkResult(matched=len(selected))
         # one commit even for an empty selection: it forgets a call recorded before
         groups = list(selection.batches(selected, t.limits.bulk_batch)) or [[]]
@@ -183,7 +184,8 @@ class BulkRunner:
             return bulk.plan_select(state, call, ctx)
 
         selected: list[str] = await t.plan(select, actor, None, t.clock(),
-                                           offload=filtered(call.where, actor, heavy(state)))
+                                           offload=filtered(call.where, actor, heavy(state)),
+                                           state=state)
         return selected
 
     async def _fire(self, parent_id: str, call: bulk.CohortCall, actor: Actor
@@ -209,7 +211,8 @@ class BulkRunner:
                                 ) -> tuple[list[bulk.Target], int]:
                         return bulk.fire_targets(state, call, keys, ctx)
 
-                    chosen, skipped = await t.plan(targets, actor, None, t.clock())
+                    chosen, skipped = await t.plan(targets, actor, None, t.clock(),
+                                                   state=state)
                     result.skipped += skipped
                     took += await self._fire_children(chosen, call, actor, result)
                 last = number >= len(groups) - 1

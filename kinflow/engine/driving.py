@@ -17,14 +17,16 @@ from typing import TYPE_CHECKING
 
 from kinflow.core import cancellation, operator_verbs, verbs
 from kinflow.core.cancel_instance import CancelInstance, plan_cancel
-from kinflow.core.cohort import window
+from kinflow.core.cohort import sparse, window
 from kinflow.core.cohort.observe import (
+    FINISHED,
     OBSERVATION_FIELDS,
     Observation,
     condemned,
     expected_live,
     live_rows,
 )
+from kinflow.core.commit import live_count
 from kinflow.core.context import Actor, PlanContext
 from kinflow.core.errors import ActionDisabled, CascadeLimit, InstanceNotFound
 from kinflow.core.mutation import Mutation
@@ -106,6 +108,15 @@ class Driver:
                                  projection=observing.with_trace(OBSERVATION_FIELDS))
         observing.observed(owed)  # traced: this commit links to the commits that owed them
         seen = [Observation.of(doc) for doc in owed]
+        if sparse.is_sparse(state):  # counted from the summary; walked only if one is gone
+            if not check_missing:
+                return seen
+            present = await t.lake.count({**INSTANCES, **live_children_filter(state.id_)},
+                                         dataset=t.dataset, session=session)
+            finishing = sum(1 for o in seen if o.status in FINISHED)
+            if present >= window.live_children(state) - finishing:
+                return seen
+            state = await t.walkable(state, session)
         live = live_rows(state)
         if not live or (not check_missing and len(live) > _CHEAP_MISSING_CHECK):
             return seen
@@ -179,13 +190,17 @@ class Driver:
                                      dataset=t.dataset, now=t.clock())  # fmt: skip
             return Reaction(live=0)
         instance = result.instance
-        live = sum(1 for row in instance.subworkflows if row.resolved is None)
+        live = live_count(instance)
         refill = window.refill_batch(instance, instance.definition_model()) if live else None
         return Reaction(live=live, refill=refill)
 
     async def drain_condemned(self, instance: Instance, actor: Actor,
                               visited: set[str] | None = None) -> Instance:
         """Carry out aborts owed to condemned children, depth-first, then stamp them."""
+        if sparse.is_sparse(instance):  # its flag is exact: walk the rows only when owed
+            if not instance.owesAborts:
+                return instance
+            instance = await self.transact.walkable(instance)
         rows = condemned(instance)
         if not rows:
             return instance
@@ -240,6 +255,10 @@ class Driver:
         ``owesCancels`` stay until the stamp reads each child cancelling or finished, and
         a repeated request to a child already cancelling changes nothing.
         """
+        if sparse.is_sparse(instance):
+            if not instance.owesCancels:
+                return instance
+            instance = await self.transact.walkable(instance)
         rows = cancellation.owed(instance)
         if not rows:
             return instance

@@ -82,8 +82,11 @@ class Materialiser:
     async def finish(self, parent: Instance, actor: Actor) -> int:
         """Create the children a large spawn registered but a crash left uncreated."""
         t = self.transact
+        if not parent.materialising:
+            return 0
+        parent = await t.walkable(parent)  # (a sparse parent: every chunk, bounded)
         seeded = [r for r in parent.subworkflows if r.seed is not None and not r.queued]
-        if not parent.materialising or not seeded:
+        if not seeded:
             return 0
         exists = await existing_ids(t.lake, t.dataset, [r.child_id for r in seeded])
         owed = [r for r in seeded if r.child_id not in exists]

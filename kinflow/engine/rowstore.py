@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from kinflow.core.cohort import chunks as registry_rows
+from kinflow.core.cohort import sparse
 from kinflow.core.cohort.chunks import RowWrites
 from kinflow.core.state import Instance, SubworkflowEntry
 from kinflow.storage.database import side_name
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 ROWS = "rows"
 ROW_INDEXES = (IndexSpec("rows_parent", (("parent", 1), ("chunk", 1))),)
 _ASSEMBLED = 64  # parents whose chunks are kept per store, by (_id, _rev)
+_ASSEMBLED_CHUNKS = 640  # and the chunk documents they hold together (the newest always kept)
 _PARSE_OFF_LOOP = 512  # rows from which parsing leaves the event loop
 
 
@@ -42,6 +44,7 @@ class RowStore:
         self.collection = side_name(dataset, ROWS)
         self._chunks: OrderedDict[tuple[str, str], list[dict[str, Any]]] = OrderedDict()
         self._reading: dict[tuple[str, str], asyncio.Future[list[dict[str, Any]]]] = {}
+        self._held = 0  # chunk documents in ``_chunks``
 
     async def prepare(self) -> None:
         await self.lake.declare_indexes(ROW_INDEXES, kind=ROWS)
@@ -67,6 +70,29 @@ class RowStore:
             state.subworkflows = _parse_rows(rows)
         state.history = registry_rows.merge_history(state.history, bound)
         return state
+
+    async def chunks(self, parent_id: str, numbers: list[int],
+                     session: AsyncClientSession | None = None) -> list[dict[str, Any]]:
+        """Chunks ``numbers`` of a parent's registry, by ``_id`` (those that exist)."""
+        ids = [registry_rows.chunk_id(parent_id, n) for n in numbers]
+        found = await self.lake.get_many(ids, dataset=self.collection, session=session)
+        return [found[i] for i in ids if i in found]
+
+    async def hold(self, state: Instance, numbers: set[int],
+                   session: AsyncClientSession | None = None) -> None:
+        """Read chunks ``numbers`` of a sparse parent into its rows (core/cohort/sparse.py)."""
+        rows = sparse.rows_of(state)
+        wanted = sorted(n for n in numbers if n not in rows.held and 0 <= n < rows.chunk_count())
+        if not wanted:
+            return
+        docs = await self.chunks(state.id_, wanted, session)
+        parsed = [(int(d["chunk"]), _parse_rows(list(d.get("rows") or [])),
+                   list(d.get("history") or [])) for d in docs]
+        for number, held, bound in parsed:
+            rows.add(number, held, bound)
+        for number in wanted:  # a chunk the summary names but the lake lacks: empty
+            if number not in rows.held:
+                rows.add(number, [], [])
 
     async def write(self, writes: RowWrites, session: AsyncClientSession, now: datetime
                     ) -> None:
@@ -118,9 +144,12 @@ class RowStore:
             self._keep(key, done.result())
 
     def _keep(self, key: tuple[str, str], chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        old = self._chunks.pop(key, None)
+        self._held += len(chunks) - (len(old) if old is not None else 0)
         self._chunks[key] = chunks
-        while len(self._chunks) > _ASSEMBLED:
-            self._chunks.popitem(last=False)
+        while len(self._chunks) > 1 and (len(self._chunks) > _ASSEMBLED
+                                         or self._held > _ASSEMBLED_CHUNKS):
+            self._held -= len(self._chunks.popitem(last=False)[1])
         return chunks
 
 

@@ -32,11 +32,13 @@ from typing import TYPE_CHECKING, Any
 
 from kinflow.core import deploy as deploying
 from kinflow.core import patch as patching
+from kinflow.core.cohort import sparse
 from kinflow.core.cohort.observe import Observation
 from kinflow.core.cohort.row_history import inline_history
 from kinflow.core.context import (
     Actor,
     Limits,
+    NeedsChunks,
     NeedsDefinition,
     NeedsDocuments,
     NeedsIO,
@@ -47,7 +49,7 @@ from kinflow.core.context import (
 from kinflow.core.errors import ChildIdTaken, InstanceNotFound, PlanReadLimit
 from kinflow.core.mutation import Mutation
 from kinflow.core.state import INSTANCE_TYPE, Instance, parse_instance
-from kinflow.engine import ids, sizes
+from kinflow.engine import ids, sizes, sparse_load
 from kinflow.engine.faults import Faults
 from kinflow.engine.registration import read_batch
 from kinflow.engine.rowstore import RowStore
@@ -185,16 +187,18 @@ class Transactor:
                     return mutation
                 state = parse_instance(existing)
                 if state.rowCount:
-                    await self.rows.attach(state, session)
+                    await self._rows_of(state, existing, session)
             else:
                 state = await self.load(instance_id, session)
             if gather is not None:
                 seen = await gather(state, session)
+                await self._up_front(state, [o.place for o in seen], session)
                 mutation = await self.plan(lambda ctx: planner(state, ctx, seen), actor,
-                                           session, now, offload=heavy(state))
+                                           session, now, offload=heavy(state), state=state)
             else:
+                await self._up_front(state, [], session)
                 mutation = await self.plan(lambda ctx: planner(state, ctx), actor, session,
-                                           now, offload=heavy(state))
+                                           now, offload=heavy(state), state=state)
             if mutation.dirty or always_write:
                 await self.write(mutation, state.rev_, session, now)
             return mutation
@@ -219,7 +223,8 @@ class Transactor:
                                          limit=1)
             if found and found[0].get("_rev") == kept.rev_:
                 self.keep(kept)  # (another task may have dropped it meanwhile)
-                return kept
+                # a sparse parent's plans read chunks into their own copy (sparse_load.py)
+                return sparse_load.private(kept)
             self.kept.pop(instance_id, None)
         document = await self.lake.get(instance_id, dataset=self.dataset, session=session)
         if document is None or document.get("_type") != INSTANCE_TYPE:
@@ -232,13 +237,45 @@ class Transactor:
         if state.rowCount:
             # its registry rows, read in this transaction's snapshot; a parent is kept
             # parsed so its next commit reads only its _rev
-            await self.rows.attach(state, session)
+            await self._rows_of(state, document, session)
             self.keep(state)
+            return sparse_load.private(state)
         elif heavy(state):
             self.keep(state)
         return state
 
+    async def _rows_of(self, state: Instance, document: dict[str, Any],
+                       session: AsyncClientSession | None) -> None:
+        """A loaded parent's rows: every one, or none yet on a sparse parent."""
+        if sparse_load.loads_sparse(document, self.limits):
+            sparse_load.make_sparse(state)
+        else:
+            await self.rows.attach(state, session)
+
+    async def _up_front(self, state: Instance, seen: list[int | None],
+                        session: AsyncClientSession | None) -> None:
+        """The chunks a sparse parent's commit reads before planning (sparse.wanted)."""
+        if sparse.is_sparse(state):
+            await self.rows.hold(state, sparse_load.wanted(state, seen), session)
+
+    async def walkable(self, state: Instance, session: AsyncClientSession | None = None
+                       ) -> Instance:
+        """``state`` with every row, for a shell walk over them (a drain): a sparse
+        parent reads every chunk into a copy, refused past ``Limits.sparse_chunks``."""
+        if not sparse.is_sparse(state):
+            return state
+        copy = sparse_load.private(state)
+        rows = sparse.rows_of(copy)
+        sparse_load.check_bound(copy, set(range(rows.chunk_count())), self.limits)
+        await self.rows.hold(copy, set(range(rows.chunk_count())), session)
+        return copy
+
     def keep(self, state: Instance) -> None:
+        if sparse_load.turns_sparse(state, self.limits):  # its next load is sparse
+            self.kept.pop(state.id_, None)
+            return
+        if sparse.is_sparse(state):  # a few chunks only (sparse.KEPT_CHUNKS)
+            state = sparse_load.kept_copy(state)
         self.kept[state.id_] = state
         self.kept.move_to_end(state.id_)
         while len(self.kept) > _KEPT_HEAVY:
@@ -260,6 +297,7 @@ class Transactor:
         now: datetime,
         *,
         offload: bool | Runner = False,
+        state: Instance | None = None,
     ) -> Any:
         """Plan at ``now``, satisfying the planner's lake reads as it asks.
 
@@ -268,7 +306,8 @@ class Transactor:
         runner that chooses the thread (a caller's GROQ lane); the plan is pure either way.
         """
         reads = Reads()
-        for _ in range(IO_ROUNDS):
+        rounds = 0
+        while rounds < IO_ROUNDS:  # (chunk reads are bounded by Limits.sparse_chunks)
             try:
                 ctx = self.context(actor, now, reads)
                 if callable(offload):
@@ -276,7 +315,13 @@ class Transactor:
                 if offload:
                     return await asyncio.to_thread(plan, ctx)
                 return plan(ctx)
+            except NeedsChunks as need:  # rows of a sparse parent (core/cohort/sparse.py)
+                if state is None or not sparse.is_sparse(state):
+                    raise
+                sparse_load.check_bound(state, need.chunks, self.limits)
+                await self.rows.hold(state, set(need.chunks), session)
             except NeedsIO as need:
+                rounds += 1
                 await self._satisfy(need, reads, session, now)
         raise PlanReadLimit(f"a plan needed more than {IO_ROUNDS} rounds of lake reads",
                             rounds=IO_ROUNDS)

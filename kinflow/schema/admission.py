@@ -72,7 +72,7 @@ class CohortKeyConnection:
     total_count: int = strawberry.field(description="Keys with a live or queued row.")
 
 
-def key_counts(rows: list[Row]) -> list[CohortKeyCount]:
+def key_counts(rows: list[Row]) -> dict[str, list[int]]:
     """Per key, its live and queued rows (keys with neither are left out), by key."""
     counts: dict[str, list[int]] = {}
     for row in rows:
@@ -80,16 +80,18 @@ def key_counts(rows: list[Row]) -> list[CohortKeyCount]:
             continue
         pair = counts.setdefault(row.key, [0, 0])
         pair[1 if row.status == "queued" else 0] += 1
-    return [CohortKeyCount(key=key, active=pair[0], queued=pair[1])
-            for key, pair in sorted(counts.items())]
+    return counts
 
 
-def keys_page(rows: list[Row], first: int, after: str | None) -> CohortKeyConnection:
-    """``first`` keys after the cursor ``after`` (base64 of the last key shown)."""
+def keys_page(counts: dict[str, list[int]], first: int, after: str | None
+              ) -> CohortKeyConnection:
+    """``first`` keys after the cursor ``after`` (base64 of the last key shown), from the
+    ``[live, queued]`` pairs per key (``key_counts``, or the cohort summary's ``keys``)."""
     if isinstance(first, bool) or not 1 <= first <= MAX_KEYS_PAGE:
         raise InvalidInput(f"first must be 1 to {MAX_KEYS_PAGE}", field="first", value=first,
                            reason="range")
-    every = key_counts(rows)
+    every = [CohortKeyCount(key=key, active=pair[0], queued=pair[1])
+             for key, pair in sorted(counts.items()) if pair[0] or pair[1]]
     start = 0
     if after is not None:
         last = _decode(after)

@@ -14,7 +14,13 @@ import strawberry
 from kinflow.core.cohort import outcomes, tallies
 from kinflow.core.cohort.aggregates import of_document as cohort_aggregates
 from kinflow.core.cohort.registry import CohortCounts, Row, count
-from kinflow.schema.admission import Admission, CohortKeyConnection, admission_of, keys_page
+from kinflow.schema.admission import (
+    Admission,
+    CohortKeyConnection,
+    admission_of,
+    key_counts,
+    keys_page,
+)
 from kinflow.schema.budget import FailureBudget, cohort_budget
 from kinflow.schema.bulk import CohortFilter, cohort_closed
 from kinflow.schema.cohort_page import CohortSource, page_of_rows
@@ -161,13 +167,17 @@ class Cohort:
         return jsonable(rate) if rate is not None else None
 
     @strawberry.field(description="Live and queued rows per concurrencyKey, in key order "
-                      "(reads the cohort's rows, only when it has a per-key window).")
+                      "(from the counts kept with the cohort, only when it has a per-key "
+                      "window).")
     async def keys(self, info: KInfo, first: int | None = 50, after: str | None = None
                    ) -> CohortKeyConnection:
         keyed = (await self._admission(info)).max_active_per_key is not None
+        kept = tallies.keys_of(self.source.entry) if self.source is not None else None
+        if keyed and kept is not None:  # no row read
+            return keys_page(kept, 50 if first is None else first, after)
         rows = ([] if not keyed else self.selected if self.source is None
                 else await self.source.rows())
-        return keys_page(rows, 50 if first is None else first, after)
+        return keys_page(key_counts(rows), 50 if first is None else first, after)
 
     @strawberry.field(description="Every row of the cohort; prefer page on large cohorts.")
     async def rows(self) -> list[Subworkflow]:

@@ -38,7 +38,7 @@ from itertools import compress
 from operator import is_not
 from typing import Any
 
-from kinflow.core.cohort import tallies
+from kinflow.core.cohort import sparse, tallies
 from kinflow.core.cohort.row_history import history_index, row_of_entry
 from kinflow.core.state import Instance, SubworkflowEntry
 
@@ -108,6 +108,9 @@ def replace_row(instance: Instance, index: int, **changes: Any) -> SubworkflowEn
 def changed_places(base: list[SubworkflowEntry], rows: list[SubworkflowEntry]) -> list[int]:
     """Places of the rows in ``rows`` that are not the very rows of ``base`` (rows are
     frozen, so that is every row replaced or appended)."""
+    if isinstance(rows, sparse.SparseRows):
+        assert isinstance(base, sparse.SparseRows)
+        return sparse.changed_places(base, rows)
     changed = list(compress(range(len(base)), map(is_not, base, rows)))  # at C speed
     return changed + list(range(len(base), len(rows)))
 
@@ -122,6 +125,9 @@ def row_writes(instance: Instance, base: list[SubworkflowEntry],
     found through the history's index (``row_history.history_index``).
     """
     rows = instance.subworkflows
+    if isinstance(rows, sparse.SparseRows):
+        assert isinstance(base, sparse.SparseRows)
+        return _sparse_writes(instance.id_, base, rows, history, history_start)
     places = changed_places(base, rows)
     touched = {i // CHUNK for i in places}
     named = {child for child in map(row_of_entry, history) if child is not None}
@@ -150,6 +156,36 @@ def row_writes(instance: Instance, base: list[SubworkflowEntry],
         chunk_document(instance.id_, chunk, rows[chunk * CHUNK:(chunk + 1) * CHUNK],
                        bound[chunk])
         for chunk in sorted(touched)])
+
+
+def _sparse_writes(parent_id: str, base: sparse.SparseRows, rows: sparse.SparseRows,
+                   history: list[dict[str, Any]], history_start: int) -> RowWrites:
+    """``row_writes`` of a sparse parent: a touched chunk keeps the entries it was read
+    with (``bound``) and gets this commit's entries about its rows, the first new entry
+    being place ``history_start`` of the whole history. The chunks' new ``bound`` lists
+    are kept on ``rows`` (the state kept after the commit)."""
+    touched = {i // CHUNK for i in sparse.changed_places(base, rows)}
+    members: dict[str, int] = {}
+    for chunk, held in rows.held.items():
+        for row in held:
+            members[row.child_id] = chunk
+            for old in row.previousChildIds or ():
+                members.setdefault(old, chunk)
+    fresh: dict[int, list[dict[str, Any]]] = {}
+    for offset, entry in enumerate(history):
+        child = row_of_entry(entry)
+        place = members.get(child) if child is not None else None
+        if place is not None:  # (an entry about a row not held is not kept: never seen)
+            fresh.setdefault(place, []).append({**entry, "n": history_start + offset})
+            touched.add(place)
+    if not touched:
+        return RowWrites()
+    writes = []
+    for chunk in sorted(touched):
+        bound = [*base.bound.get(chunk, []), *fresh.get(chunk, [])]
+        rows.bound[chunk] = bound
+        writes.append(chunk_document(parent_id, chunk, rows.held[chunk], bound))
+    return RowWrites(writes)
 
 
 # ---------------------------------------------------------------- reading

@@ -31,6 +31,7 @@ from kinflow.core import readmodel
 from kinflow.core.cohort import outcomes
 from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.cohort.outcomes import Finished
+from kinflow.core.cohort.sparse import is_sparse
 from kinflow.core.context import PlanContext
 from kinflow.core.history import record
 from kinflow.core.state import Instance, ObservedChild, ResolvedRow, SubworkflowEntry
@@ -51,6 +52,7 @@ class Observation:
     token: str | None = None  # the child's pending-propagation token this clears
     finished: Finished | None = None  # outcome and outputs, once the child finished
     cancelling: bool = False  # the live child is CANCELLING (its row stays active)
+    place: int | None = None  # the child's row in its parent's registry (``rowPlace``)
 
     @classmethod
     def of(cls, document: dict[str, object]) -> Observation:
@@ -61,15 +63,20 @@ class Observation:
         return cls(str(document["_id"]), status, stage if isinstance(stage, str) else None,
                    completed if isinstance(completed, str) else None,
                    token if isinstance(token, str) else None, Finished.of(document),
-                   readmodel.cancelling(document))
+                   readmodel.cancelling(document), _place(document.get("rowPlace")))
 
     @classmethod
     def missing(cls, child_id: str) -> Observation:
         return cls(child_id, MISSING)
 
 
+def _place(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 OBSERVATION_FIELDS = {"_id": 1, "currentStage": 1, "completedAt": 1, "abortedAt": 1,
-                      "propagateToken": 1, "result": 1, "cancellingAt": 1, "cancelledAt": 1}
+                      "propagateToken": 1, "result": 1, "cancellingAt": 1, "cancelledAt": 1,
+                      "rowPlace": 1}
 
 
 def rows_by_child(instance: Instance) -> dict[str, SubworkflowEntry]:
@@ -119,14 +126,28 @@ def row_places(instance: Instance, uris: set[str]) -> dict[str, int]:
     return found
 
 
+def sparse_places(instance: Instance, observations: list[Observation]) -> dict[str, int]:
+    """The places of the observed children's rows on a sparse registry: each child knows
+    its own (``rowPlace``), checked against the row (its chunk is read if not held)."""
+    rows = instance.subworkflows
+    found: dict[str, int] = {}
+    for seen in observations:
+        place = seen.place
+        if place is not None and 0 <= place < len(rows) and (
+                rows[place].child_id == seen.child_id):
+            found[seen.child_id] = place
+    return found
+
+
 def apply_observations(instance: Instance, ctx: PlanContext,
                        observations: list[Observation]) -> list[tuple[str, str]]:
     """Stamp rows from observations; returns (child id, token) pairs now honoured."""
     # the rows of the observed children only (a round on a large cohort sees a few),
     # found by their GDR; every row by its child id if one is not found that way
     wanted = {ctx.gdr(seen.child_id) for seen in observations}
-    places = row_places(instance, wanted)
-    if len(places) < len(wanted):
+    places = (sparse_places(instance, observations) if is_sparse(instance)
+              else row_places(instance, wanted))
+    if len(places) < len(wanted):  # (a sparse registry reads every chunk for it)
         places = {row.child_id: index for index, row in enumerate(instance.subworkflows)}
     honoured: list[tuple[str, str]] = []
     for seen in observations:

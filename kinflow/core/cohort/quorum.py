@@ -89,9 +89,9 @@ def evaluate(instance: Instance, definition: WorkflowDefinition, ctx: PlanContex
 def _places(instance: Instance, cohort: Cohort, entry: dict[str, Any] | None) -> Iterable[int]:
     rows = instance.subworkflows
     lo = int(entry["first"]) if entry else 0
-    hi = int(entry["last"]) + 1 if entry else len(rows)
-    return (i for i in range(lo, min(hi, len(rows)))
-            if (rows[i].activity, rows[i].stageEntry) == cohort)
+    hi = min(int(entry["last"]) + 1 if entry else len(rows), len(rows))
+    span = rows[lo:hi]  # (on a sparse registry: every chunk of the span at once)
+    return (i for i, row in enumerate(span, lo) if (row.activity, row.stageEntry) == cohort)
 
 
 def complete(instance: Instance, ctx: PlanContext, cohort: Cohort, policy: str,

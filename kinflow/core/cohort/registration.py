@@ -84,7 +84,8 @@ def register_batch(m: Instance, definition: WorkflowDefinition, ctx: PlanContext
             f"child definition {block.definition.name!r} is not deployed",
             definition=block.definition.name, version=version)
     seeds = spawn.fresh_seeds(m, Renderer(m, definition, ctx), ctx, own.activity,
-                              action.name, block, child_doc, rows, batches.actor_of(point))
+                              action.name, block, child_doc, rows, batches.actor_of(point),
+                              batch=True)
     for seed in seeds:
         spawn.register_queued(m, ctx, seed)
     if batch.done:

@@ -26,9 +26,8 @@ Child ids are deterministic (``child_id``): a hash of (parent id, stage entry
 key, activity, action, row key), so a retried or repaired spawn can never
 create a second child for a row. Their shape is the engine's alone
 (``owned.derived_child``: a caller may not start an instance with such an id).
-The child documents go on the mutation (``Mutation.creates``); the shell writes
-them in the parent's transaction.
-"""
+The child documents go on the mutation (``Mutation.creates``); the shell writes them
+in the parent's transaction."""
 
 from __future__ import annotations
 
@@ -40,6 +39,7 @@ from typing import Any
 from kinflow import groq
 from kinflow.core.cohort import admission, batches, outcomes, window
 from kinflow.core.cohort.chunks import replace_row
+from kinflow.core.cohort.sparse import identity_rows
 from kinflow.core.conditions import SNAPSHOT_MAX_SCANNED, Renderer, evaluate_expression
 from kinflow.core.context import Actor, BatchRequest, PlanContext, RowBatch
 from kinflow.core.errors import (
@@ -212,12 +212,13 @@ def first_batch(text: str, params: dict[str, Any], ctx: PlanContext
 
 def fresh_seeds(instance: Instance, renderer: Renderer, ctx: PlanContext, activity: str,
                 action: str, block: SpawnBlock, child_doc: dict[str, Any],
-                rows: list[tuple[str, Any]], actor: Actor) -> list[ChildSeed]:
+                rows: list[tuple[str, Any]], actor: Actor, batch: bool = False) -> list[ChildSeed]:
     """Adopt the live rows ``rows`` rediscover into the open visit; a seed for each other."""
     entry = instance.open_entry()
     assert entry is not None
+    known = list(identity_rows(instance, activity, entry.key_, batch))
     live = {
-        row.rowKey: index for index, row in enumerate(instance.subworkflows)
+        row.rowKey: index for index, row in known
         if row.activity == activity and row.action == action
         and row.definition == block.definition.name and row.resolved is None
         and row.abortPending is None
@@ -236,8 +237,7 @@ def fresh_seeds(instance: Instance, renderer: Renderer, ctx: PlanContext, activi
     context = _context_values(renderer, block, activity, ctx)
     # every child a row ever had, earlier attempts too: a redriven row's first id is free
     # in no registry column, yet its child still exists
-    taken = {child for row in instance.subworkflows
-             for child in (row.child_id, *(row.previousChildIds or ()))}
+    taken = {child for _, row in known for child in (row.child_id, *(row.previousChildIds or ()))}
     seeded = len(fresh) > ctx.limits.spawn_txn if ctx.limits.spawn_txn else False
     ancestors = _ancestors(instance, ctx)
     shared = renderer.variables(sites.SPAWN_WITH, activity, actor=actor,

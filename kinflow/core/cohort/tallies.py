@@ -35,14 +35,17 @@ from kinflow.core.cohort.registry import CohortCounts, outcome_view, row_state
 from kinflow.core.state import SubworkflowEntry
 
 CHUNK = 32  # = chunks.CHUNK (chunks imports this module)
-SCHEME = 3
+SCHEME = 4
 """``tallies`` of an entry whose pairs also mark rows waiting for a retry (``:retrying``)
 and rows a complete cohort stopped (``:complete``). Scheme 2 told the budget's stopped rows
 apart and is read and updated as is (no row of its time could wait for a retry or be
 stopped by a quorum, and a timed-out row is a pair of its own, ``aborted:timed-out``); an
 entry without a scheme counted the budget's rows under ``aborted:aborted`` (or
 ``cancelled:cancelled``) and is computed again."""
-READABLE = frozenset({2, SCHEME})
+READABLE = frozenset({2, 3, SCHEME})
+"""Scheme 4 also keeps ``keys``: per ``concurrencyKey``, ``[live, queued]`` unresolved rows
+(left out when none), so ``Cohort.keys`` and a per-key window need no row; an entry of an
+older scheme is updated without them (``keys_of`` reads ``None``: unknown)."""
 BUDGET_MARK = "budget"
 QUORUM_MARK = "complete"
 """Rows a complete cohort skipped or stopped (``outcomes.stopped_by_quorum``): aborted only."""
@@ -102,7 +105,7 @@ def summarise(rows: Sequence[SubworkflowEntry], offset: int = 0) -> Summary:
 
 def chunk_summary(rows: Sequence[SubworkflowEntry], offset: int) -> Summary:
     """What a chunk document says of its cohorts (``summarise`` without ``chunks``)."""
-    return [{k: v for k, v in entry.items() if k not in ("chunks", "tallies")}
+    return [{k: v for k, v in entry.items() if k not in ("chunks", "tallies", "keys")}
             for entry in summarise(rows, offset)]
 
 
@@ -119,6 +122,29 @@ def _add(found: dict[tuple[str, str], dict[str, Any]], row: SubworkflowEntry, in
     name = tally(row)
     entry["counts"][name] = entry["counts"].get(name, 0) + 1
     places.add(entry["chunks"].setdefault(name, []), index // CHUNK)
+    count_key(entry, row, 1)
+
+
+def count_key(entry: dict[str, Any], row: SubworkflowEntry, sign: int) -> None:
+    """Count ``row`` in (``sign`` 1) or out of (-1) its key's ``[live, queued]`` pair, on an
+    entry that keeps them (``SCHEME``)."""
+    if row.concurrencyKey is None or row.resolved is not None or entry.get("tallies") != SCHEME:
+        return
+    keys = entry.setdefault("keys", {})
+    pair = keys.setdefault(row.concurrencyKey, [0, 0])
+    pair[1 if row.queued else 0] += sign
+    if pair == [0, 0]:
+        del keys[row.concurrencyKey]
+    if not keys:
+        del entry["keys"]
+
+
+def keys_of(entry: dict[str, Any] | None) -> dict[str, list[int]] | None:
+    """Per key, ``[live, queued]`` rows of the cohort; ``None`` when the entry does not keep
+    them (an older scheme: read the rows)."""
+    if entry is None or entry.get("tallies") != SCHEME:
+        return None
+    return {key: list(pair) for key, pair in (entry.get("keys") or {}).items()}
 
 
 def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
@@ -132,7 +158,9 @@ def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
         return summarise(rows)
     found = {(e["activity"], e["stageEntry"]): {
         **e, "counts": dict(e["counts"]),
-        "chunks": {k: list(v) for k, v in e["chunks"].items()}} for e in summary}
+        "chunks": {k: list(v) for k, v in e["chunks"].items()},
+        **({"keys": {k: list(v) for k, v in e["keys"].items()}} if e.get("keys") else {})}
+        for e in summary}
     for chunk in chunks:
         lo, hi = chunk * CHUNK, (chunk + 1) * CHUNK
         left_places: set[tuple[tuple[str, str], str]] = set()
@@ -142,6 +170,7 @@ def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
             if entry is None:
                 continue
             name = tally(row)
+            count_key(entry, row, -1)
             left = entry["counts"].get(name, 0) - 1
             if left > 0:
                 entry["counts"][name] = left

@@ -23,8 +23,9 @@ from itertools import compress
 from operator import is_not
 from typing import Any
 
-from kinflow.core.cohort import admission
-from kinflow.core.cohort.chunks import replace_row
+from kinflow.core.cohort import admission, sparse, tallies
+from kinflow.core.cohort import counts as cohort_counts
+from kinflow.core.cohort.chunks import REPLACED, replace_row
 from kinflow.core.context import PlanContext
 from kinflow.core.history import record
 from kinflow.core.state import Instance, ResolvedRow, SubworkflowEntry
@@ -75,6 +76,8 @@ def occupies(row: SubworkflowEntry) -> bool:
 
 
 def active_counts(instance: Instance) -> dict[Cohort, int]:
+    if sparse.is_sparse(instance):
+        return dict(_sparse_occupancy(instance).active)
     counts: dict[Cohort, int] = {}
     for row in instance.subworkflows:
         if occupies(row):
@@ -134,6 +137,8 @@ def occupancy(instance: Instance) -> Occupancy:
     for the rows replaced or added since (found by identity at C speed).
     """
     rows = instance.subworkflows
+    if sparse.is_sparse(instance):
+        return _sparse_occupancy(instance)
     kept: tuple[list[SubworkflowEntry], Occupancy] | None = instance._derived.get("window")
     if kept is None or len(kept[0]) > len(rows):
         seen: list[SubworkflowEntry] = []
@@ -147,6 +152,78 @@ def occupancy(instance: Instance) -> Occupancy:
         counts.count(rows[place], place, 1)
     instance._derived["window"] = (list(rows), counts.copy())
     return counts
+
+
+def _sparse_occupancy(instance: Instance) -> Occupancy:
+    """The ``Occupancy`` of a sparse registry: live and waiting rows per cohort from the
+    cohorts' counts (corrected by this commit's rows), queued places among the chunks
+    held; per-key counts need every live row, so a keyed cohort walks them all."""
+    found = Occupancy(set(), set(), {}, {})
+    for entry in cohort_counts.live_summary(instance):
+        key = (str(entry["activity"]), str(entry["stageEntry"]))
+        for name, n in entry.get("counts", {}).items():
+            status = tallies.split(name)[0]
+            if status == "queued":
+                _add(found.waiting, key, int(n))
+            elif status not in FINISHED_STATUSES:
+                _add(found.active, key, int(n))
+    keyed = any(e.get("keys") for e in instance.cohortRows or [])
+    for place, row in sparse.held_rows(instance):
+        keyed = keyed or row.concurrencyKey is not None
+        if row.queued and row.resolved is None:
+            found.queued.add(place)
+            if row.abortPending is not None or row.cancelPending is not None:
+                found.condemned.add(place)
+    if keyed:
+        found.keyed = _sparse_keys(instance)
+    return found
+
+
+def _sparse_keys(instance: Instance) -> dict[Cohort, dict[str, int]]:
+    """Live children per key of a sparse registry: the summary's ``keys`` corrected by the
+    rows this commit replaced or added; every row walked when a cohort's entry does not
+    keep them (an older scheme)."""
+    keyed: dict[Cohort, dict[str, int]] = {}
+    for entry in instance.cohortRows or []:
+        kept = tallies.keys_of(entry)
+        if kept is None:
+            for row in instance.subworkflows:  # every chunk (bounded by the shell)
+                if occupies(row) and row.concurrencyKey is not None:
+                    _add(keyed.setdefault(cohort_of(row), {}), row.concurrencyKey, 1)
+            return keyed
+        key = (str(entry["activity"]), str(entry["stageEntry"]))
+        for name, pair in kept.items():
+            _add(keyed.setdefault(key, {}), name, int(pair[0]))
+    rows = instance.subworkflows
+    replaced = instance._derived.get(REPLACED)
+    changes = replaced[1] if replaced is not None and replaced[0] == id(instance) else {}
+    base = instance.rowCount or 0
+    pairs: list[tuple[SubworkflowEntry | None, SubworkflowEntry]] = [
+        (old, rows[i]) for i, old in changes.items() if i < base]
+    pairs += [(None, rows[i]) for i in range(base, len(rows))]
+    for old, new in pairs:
+        for one, sign in ((old, -1), (new, 1)):
+            if one is not None and occupies(one) and one.concurrencyKey is not None:
+                _add(keyed.setdefault(cohort_of(one), {}), one.concurrencyKey, sign)
+    return keyed
+
+
+FINISHED_STATUSES = frozenset({"done", "aborted", "cancelled"})
+
+
+def _more_queued(instance: Instance, gates: dict[Cohort, admission.Gate | None],
+                 open_: set[Cohort], refused: set[Cohort]) -> None:
+    """On a sparse registry, ask for the next chunks holding queued rows of each cohort
+    whose window still has room after every held queued row was offered to it."""
+    rows = sparse.rows_of(instance)
+    wanted: set[int] = set()
+    for entry in instance.cohortRows or []:
+        key = (str(entry["activity"]), str(entry["stageEntry"]))
+        gate = gates.get(key)
+        if key not in open_ or key in refused or gate is None or gate.full:
+            continue
+        wanted.update(sparse.queued_chunks(entry, 2, skip=rows.held))
+    rows.need(wanted)
 
 
 def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
@@ -163,28 +240,30 @@ def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
     so a full window costs nothing per row.
     """
     rows = instance.subworkflows
-    counts = occupancy(instance)
-    if not counts.queued:
+    found = occupancy(instance)
+    if not found.queued and not (found.waiting and sparse.is_sparse(instance)):
         return 0
-    for index in sorted(counts.condemned):
+    for index in sorted(found.condemned):
         row = rows[index]
         if row.queued and row.resolved is None:
             skip(instance, ctx, index, detail=SKIPPED, cancelled=row.abortPending is None)
     gates: dict[Cohort, admission.Gate | None] = {}
-    for key in counts.waiting:
+    for key in found.waiting:
         stage = admission.stage_of(instance, key[1])
         own = setting(instance, key)
         cap = (own.maxActive if own is not None and own.maxActive is not None
                else declared_max(definition, stage, key[0]) if stage is not None else None)
         gates[key] = admission.gate(instance, definition, key, stage, cap,
-                                    counts.active.get(key, 0), counts.keyed.get(key, {}),
+                                    found.active.get(key, 0), found.keyed.get(key, {}),
                                     ctx.now)
     open_ = {key for key, found in gates.items() if found is not None and not found.full}
     if not open_:
         return 0
     prioritised = any(found is not None and found.prioritised for found in gates.values())
     started = 0
-    for index in admission.order(instance, counts.queued - counts.condemned, prioritised):
+    refused: set[Cohort] = set()
+    barriers = sparse.barriers(instance) if sparse.is_sparse(instance) else {}
+    for index in admission.order(instance, found.queued - found.condemned, prioritised):
         if not open_:
             break
         row = rows[index]
@@ -192,13 +271,18 @@ def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
         gate = gates[key]
         if key not in open_ or gate is None or not row.queued or row.resolved is not None:
             continue
+        if key in barriers and index // sparse.CHUNK > barriers[key]:  # earlier rows first
+            sparse.rows_of(instance).need({barriers[key]})
         if not gate.admits(row, ctx.now):
+            refused.add(key)
             continue
         started += 1
         live = start(index)
         gate.took(row, live, created=rows[index].observed is not None)
         if gate.full:
             open_.discard(key)
+    if open_ and sparse.is_sparse(instance):
+        _more_queued(instance, gates, open_, refused)
     admission.record_starts(instance, ctx, gates)
     return started
 
@@ -225,7 +309,11 @@ def latest_visit(instance: Instance, activity: str) -> str | None:
     """The stage entry key of the activity's latest spawning visit, ``None`` if it never
     spawned."""
     order = {entry.key_: place for place, entry in enumerate(instance.stages)}
-    visits = {row.stageEntry for row in instance.subworkflows if row.activity == activity}
+    if sparse.is_sparse(instance):  # the cohorts' summary names every visit that spawned
+        visits = {str(e["stageEntry"]) for e in instance.cohortRows or []
+                  if e.get("activity") == activity}
+    else:
+        visits = {row.stageEntry for row in instance.subworkflows if row.activity == activity}
     if not visits:
         return None
     return max(visits, key=lambda key: order.get(key, -1))
@@ -243,7 +331,35 @@ def refill_batch(instance: Instance, definition: WorkflowDefinition) -> int | No
         first = int(entry.get("first", -1))
         if not entry.get("counts", {}).get("queued:") or not 0 <= first < len(rows):
             continue
-        cap = limit(instance, definition, rows[first])
+        if sparse.is_sparse(instance):  # the row itself may not be held
+            cap = entry_cap(instance, definition, entry)
+        else:
+            cap = limit(instance, definition, rows[first])
         if cap is not None and (smallest is None or cap < smallest):
             smallest = cap
     return None if smallest is None else max(1, smallest // 2)
+
+
+def entry_cap(instance: Instance, definition: WorkflowDefinition, entry: dict[str, Any]
+              ) -> int | None:
+    """The window of the cohort a summary entry describes, read without its rows."""
+    key = (str(entry["activity"]), str(entry["stageEntry"]))
+    own = setting(instance, key)
+    if own is not None and own.maxActive is not None:
+        return own.maxActive
+    stage = admission.stage_of(instance, key[1])
+    return declared_max(definition, stage, key[0]) if stage is not None else None
+
+
+def caps(instance: Instance, definition: WorkflowDefinition) -> dict[Cohort, int | None]:
+    """Every cohort's window, from the summary (``sparse.wanted`` sizes its reads by it)."""
+    return {(str(e["activity"]), str(e["stageEntry"])): entry_cap(instance, definition, e)
+            for e in instance.cohortRows or []}
+
+
+def live_children(instance: Instance) -> int:
+    """Rows whose child should exist and be live, by the cohorts' counts (a sparse
+    registry's missing-child check compares it with the live children the lake counts)."""
+    return sum(int(n) for entry in cohort_counts.live_summary(instance)
+               for name, n in entry.get("counts", {}).items()
+               if tallies.split(name)[0] not in FINISHED_STATUSES | {"queued"})
