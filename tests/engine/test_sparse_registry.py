@@ -22,6 +22,7 @@ from kinflow.engine import Engine
 from kinflow.worker import Worker
 from tests.engine.cohort_defs import child, parent, with_item, with_window
 from tests.engine.conftest import Clock
+from tests.engine.outcome_defs import worker
 
 pytestmark = pytest.mark.lake
 
@@ -51,8 +52,8 @@ NAMES = [f"item-{n:03d}" for n in range(ROWS)]
 
 
 async def started(engine: Engine, parent_def: dict[str, Any] | None = None,
-                  names: list[str] = NAMES) -> str:
-    await engine.deploy([parent_def or definition(), child()])
+                  names: list[str] = NAMES, child_def: dict[str, Any] | None = None) -> str:
+    await engine.deploy([parent_def or definition(), child_def or child()])
     for name in names:
         await engine.lake.create({"_id": name, "_type": "item"})
     p = await engine.start_instance("p")
@@ -208,3 +209,19 @@ async def test_a_quorum_completes_a_sparse_cohort(engine: Engine) -> None:
     assert sum(1 for r in p.subworkflows if r.outcome == "succeeded") == 3
     assert all(r.resolved is not None for r in p.subworkflows)
     assert p.currentStage == "next"
+
+
+async def test_a_failed_attempt_is_retried_on_a_sparse_parent(engine: Engine) -> None:
+    engine = sparse_engine(engine)
+    pid = await started(engine, definition(retry={"attempts": 2}), child_def=worker())
+    first = (await live_children(engine, pid))[0]
+    await engine.fire_action(first, "task", "give-up")
+    await engine.driver.propagator.idle()
+    again = f"{first}-a2"
+    assert again in await live_children(engine, pid)  # the retry starts first (its place)
+    await engine.fire_action(again, "task", "give-up")
+    await engine.driver.propagator.idle()
+    p = await engine.get_instance(pid)
+    row = next(r for r in p.subworkflows if r.child_id == again)
+    assert row.outcome == "failed" and row.attempt == 2 and row.resolved is not None
+    assert len(await live_children(engine, pid)) == WINDOW
