@@ -10,9 +10,8 @@ from starlette.testclient import TestClient
 
 from tests.api.conftest import data, error_code, gql
 from tests.api.test_subscriptions import socket
-from tests.engine.cohort_defs import items
+from tests.engine.cohort_defs import items, windowed
 from tests.engine.outcome_defs import worker
-from tests.engine.test_window import windowed
 
 pytestmark = pytest.mark.lake
 

@@ -10,8 +10,7 @@ from starlette.testclient import TestClient
 
 from tests.api.conftest import data, error_code, gql
 from tests.api.test_subscriptions import socket
-from tests.engine.cohort_defs import child, items
-from tests.engine.test_window import windowed
+from tests.engine.cohort_defs import child, items, windowed
 
 pytestmark = pytest.mark.lake
 

@@ -9,6 +9,9 @@ from tests.engine.definitions import simple
 
 SETTLED = ("count($subworkflows[activity == 'translate' && current && status == 'active'])"
            " == 0")
+WAITING = ("count($subworkflows[activity == 'translate' && current"
+           " && status in ['active', 'queued']]) == 0")
+"""The gate of a windowed cohort: no row active, and none still queued for the window."""
 
 
 def child(name: str = "c", *, auto: bool = False, required: bool = False) -> dict[str, Any]:
@@ -64,6 +67,21 @@ def with_item(definition: dict[str, Any], text: str) -> dict[str, Any]:
                 if "spawn" in action:
                     action["spawn"]["with"] = {"item": text}
     return out
+
+
+def with_window(definition: dict[str, Any], max_active: Any) -> dict[str, Any]:
+    """``definition`` with ``maxActive: max_active`` on every spawn (changed in place)."""
+    for stage in definition["stages"]:
+        for activity in stage.get("activities") or []:
+            for action in activity["actions"]:
+                if "spawn" in action:
+                    action["spawn"]["maxActive"] = max_active
+    return definition
+
+
+def windowed(max_active: Any, **kwargs: Any) -> dict[str, Any]:
+    """``P`` (``parent(**kwargs)``) with a window of ``max_active``, its gate ``WAITING``."""
+    return with_window(parent(settled=WAITING, **kwargs), max_active)
 
 
 def items(*names: str) -> dict[str, Any]:

@@ -6,11 +6,8 @@ from typing import Any
 
 from kinflow.core.state import Instance
 from kinflow.engine import Engine
-from tests.engine.cohort_defs import items, parent
+from tests.engine.cohort_defs import WAITING, items, parent
 from tests.engine.outcome_defs import worker
-
-WAITING = ("count($subworkflows[activity == 'translate' && current"
-           " && status in ['active', 'queued']]) == 0")
 
 
 def settling(**keys: Any) -> dict[str, Any]:

@@ -13,14 +13,11 @@ from kinflow.core.state import Instance
 from kinflow.engine import Engine
 from kinflow.errors import InvalidInput
 from kinflow.worker import Worker
-from tests.engine.cohort_defs import items, parent
+from tests.engine.cohort_defs import WAITING, items, parent
 from tests.engine.invariants import assert_repaired
 from tests.engine.outcome_defs import worker
 
 pytestmark = pytest.mark.lake
-
-WAITING = ("count($subworkflows[activity == 'translate' && current"
-           " && status in ['active', 'queued']]) == 0")
 
 
 def budgeted(budget: dict[str, Any] | None, *, policy: str | None = None,

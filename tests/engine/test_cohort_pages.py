@@ -20,9 +20,8 @@ from kinflow.errors import InvalidInput
 from kinflow.schema.bulk import CohortFilter
 from kinflow.schema.cohort_page import CohortSource, counts_of, indexable, indexed
 from kinflow.schema.instance_parts import ChildStatus
-from tests.engine.cohort_defs import items
+from tests.engine.cohort_defs import items, windowed
 from tests.engine.outcome_defs import worker
-from tests.engine.test_window import windowed
 
 pytestmark = pytest.mark.lake
 

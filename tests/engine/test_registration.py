@@ -16,25 +16,18 @@ from kinflow.core.errors import InjectedFault, KinflowError
 from kinflow.core.state import Instance
 from kinflow.engine import Engine
 from kinflow.worker import Worker
+from tests.engine.cohort_defs import WAITING, parent, with_item, with_window
 from tests.engine.cohort_defs import child as child_def
-from tests.engine.cohort_defs import parent, with_item
 
 pytestmark = pytest.mark.lake
 
-WAITING = ("count($subworkflows[activity == 'translate' && current"
-           " && status in ['active', 'queued']]) == 0")
 BATCH = 5
 
 
 def lake_parent(max_active: int | None = 3, for_each: str = "*[_type == 'item']{_id}"
                 ) -> dict[str, Any]:
     definition = with_item(parent(for_each, settled=WAITING), "$row._id")
-    for stage in definition["stages"]:
-        for activity in stage.get("activities") or []:
-            for action in activity["actions"]:
-                if "spawn" in action and max_active is not None:
-                    action["spawn"]["maxActive"] = max_active
-    return definition
+    return definition if max_active is None else with_window(definition, max_active)
 
 
 def batched(engine: Engine, **limits: Any) -> Engine:

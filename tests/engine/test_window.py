@@ -12,23 +12,11 @@ from kinflow.core.errors import CohortNotFound, DefinitionInvalid, InjectedFault
 from kinflow.core.state import Instance
 from kinflow.engine import Engine
 from kinflow.worker import Worker
-from tests.engine.cohort_defs import SETTLED, child, items, parent
+from tests.engine.cohort_defs import SETTLED, child, items, windowed
 from tests.engine.invariants import assert_repaired
 
 pytestmark = pytest.mark.lake
 
-WAITING = ("count($subworkflows[activity == 'translate' && current"
-           " && status in ['active', 'queued']]) == 0")
-
-
-def windowed(max_active: Any, **kwargs: Any) -> dict[str, Any]:
-    definition = parent(settled=WAITING, **kwargs)
-    for stage in definition["stages"]:
-        for activity in stage.get("activities") or []:
-            for action in activity["actions"]:
-                if "spawn" in action:
-                    action["spawn"]["maxActive"] = max_active
-    return definition
 
 
 NAMES = [f"n{i:02d}" for i in range(10)]
