@@ -12,34 +12,16 @@ the call without dying exits 3, which the test reports.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import sys
 from dataclasses import replace
 
 from kinflow.core.context import Limits
 from kinflow.engine import Engine
-from kinflow.engine.faults import Faults
+from tests.reliability.driver_process import KillAt
 from tests.reliability.family import open_lake
 
 NOT_KILLED = 3
 BATCH = 10
-
-
-class KillAt(Faults):
-    """Fault points that SIGKILL the process the ``nth`` time ``point`` is reached."""
-
-    def __init__(self, point: str, nth: int) -> None:
-        super().__init__()
-        self.point, self.left = point, nth
-
-    def check(self, point: str) -> None:
-        if point != self.point:
-            return
-        self.left -= 1
-        if self.left <= 0:
-            print(f"killing at {point}", flush=True)
-            os.kill(os.getpid(), signal.SIGKILL)
 
 
 async def main(uri: str, database: str, point: str, nth: int, parent_id: str, action: str,

@@ -46,7 +46,7 @@ from kinflow.engine import Engine
 from kinflow.errors import KinflowError
 from kinflow.storage import Lake
 from tests.reliability import cleanup_handler
-from tests.reliability.bulk_driver import KillAt
+from tests.reliability.driver_process import KillAt
 from tests.reliability.family import (
     PING,
     Shape,

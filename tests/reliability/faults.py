@@ -15,21 +15,16 @@ cleanup ran once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import random
-import signal
-import sys
 import time
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kinflow.engine import Engine
-from kinflow.storage.embedded import EmbeddedLake
-from tests.reliability import cleanup_handler
 from tests.reliability.driver import SECONDS_VAR
-from tests.reliability.family import ROOT, Shape, definitions, open_lake
+from tests.reliability.driver_process import driver, engine_on_own_lake
+from tests.reliability.family import Shape, definitions
 from tests.reliability.fault_proxy import FaultPlan, ProxyThread, injected
 from tests.reliability.invariants import Ledger, settle
 from tests.reliability.journal import Journal
@@ -58,6 +53,15 @@ class FaultReport:
     ledger: Ledger = field(default_factory=Ledger)
     audit: KillAudit = field(default_factory=KillAudit)
 
+    def read(self, line: str) -> None:
+        """Count one line a driver printed (``op ...``: an operation, maybe a refusal)."""
+        if line.startswith("op "):
+            self.operations += 1
+            what = line.split(" ", 2)[-1]
+            if what.startswith("refused:"):
+                self.refused[what.removeprefix("refused:")] += 1
+            self.ops[what.split("(")[0].split(".")[0].split(":")[0]] += 1
+
     @property
     def injected(self) -> int:
         return injected(self.faults)
@@ -80,47 +84,18 @@ class DriverFailed(AssertionError):
     """A driver exited with an error: a fault reached it as something kinflow did not type."""
 
 
-async def _pump(stream: asyncio.StreamReader, lines: deque[str], ready: asyncio.Event,
-                report: FaultReport) -> None:
-    while raw := await stream.readline():
-        line = raw.decode(errors="replace").rstrip()
-        lines.append(line)
-        if line == "ready":
-            ready.set()
-        elif line.startswith("op "):
-            report.operations += 1
-            what = line.split(" ", 2)[-1]
-            if what.startswith("refused:"):
-                report.refused[what.removeprefix("refused:")] += 1
-            report.ops[what.split("(")[0].split(".")[0].split(":")[0]] += 1
-
-
 async def _driver(uri: str, seed: int, shape: Shape, seconds: float, files: tuple[Path, Path],
                   report: FaultReport, ready: asyncio.Event, go: asyncio.Event) -> None:
     env = {**os.environ, SECONDS_VAR: str(seconds)}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.reliability.driver", uri, DATABASE, str(seed),
-        str(shape.parents), str(shape.children), str(shape.grandchildren),
-        *(str(f) for f in files), cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT, start_new_session=True)
-    lines: deque[str] = deque(maxlen=80)
-    assert process.stdout is not None
-    pump = asyncio.create_task(_pump(process.stdout, lines, ready, report))
-    try:
+    async with driver("tests.reliability.driver", uri, DATABASE, str(seed), str(shape.parents),
+                      str(shape.children), str(shape.grandchildren), *(str(f) for f in files),
+                      env=env, on_line=report.read, keep=80, ready=ready) as running:
         await asyncio.wait_for(ready.wait(), READY_TIMEOUT)
         await go.wait()
         # the driver stops itself after `seconds`; a generous guard against a hang
-        await asyncio.wait_for(process.wait(), seconds + 120)
-        await pump
-        if process.returncode != 0:
-            tail = "\n".join(lines)
-            raise DriverFailed(f"driver {seed} exited {process.returncode}:\n{tail}")
-    finally:
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            await process.wait()
-        pump.cancel()
+        status = await asyncio.wait_for(running.finished(), seconds + 120)
+        if status != 0:
+            raise DriverFailed(f"driver {seed} exited {status}:\n{running.text()}")
 
 
 async def _round(proxy: ProxyThread, n: int, seed: int, shape: Shape, drivers: int,
@@ -151,16 +126,11 @@ async def run_faults(data_dir: Path, *, seconds: float, round_seconds: float, sh
     violated invariant or driver that failed."""
     rng = random.Random(seed)
     await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
-    daemon = EmbeddedLake(data_dir, sync_on_commit=True, test_commands=False)
-    uri = daemon.start()
     report = FaultReport()
-    lake = open_lake(uri, DATABASE)
     effect_log = data_dir / "cleanups.log"
-    try:
-        engine = Engine(lake)
-        cleanup_handler.register(engine, effect_log)
-        await engine.ensure_ready()
-        await engine.deploy(definitions())
+    async with engine_on_own_lake(data_dir, DATABASE, definitions(),
+                                  effect_log=effect_log) as (uri, engine):
+        lake = engine.lake
         upstream = int(uri.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
         with ProxyThread(upstream, plan, seed) as proxy:
             proxy.faults(False)
@@ -185,7 +155,4 @@ async def run_faults(data_dir: Path, *, seconds: float, round_seconds: float, sh
                                 projection={"completedAt": 1})
         report.workflows_done = sum(1 for r in roots if r.get("completedAt") is not None)
         report.instances = await lake.count({"_type": "kinflow.instance"})
-    finally:
-        await lake.close()
-        await asyncio.to_thread(daemon.stop)
     return report

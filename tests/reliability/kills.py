@@ -21,19 +21,15 @@ both in the data directory; ``KillAudit`` reads them after every check.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import random
 import signal
-import sys
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kinflow.engine import Engine
-from kinflow.storage.embedded import EmbeddedLake
-from tests.reliability import cleanup_handler
-from tests.reliability.family import ROOT, Shape, definitions, open_lake
+from tests.reliability.driver_process import driver, engine_on_own_lake
+from tests.reliability.family import Shape, definitions
 from tests.reliability.invariants import Ledger, settle
 from tests.reliability.journal import Journal
 from tests.reliability.kill_audit import KillAudit
@@ -58,26 +54,20 @@ class KillReport:
     retries: int = 0  # operations a kill cut, run again with their key
     ops: Counter[str] = field(default_factory=Counter)  # driver operations by kind
 
+    def read(self, line: str) -> None:
+        """Count one line the driver printed (an operation, a retry, a fault point's kill)."""
+        if line.startswith("op "):
+            self.operations += 1
+            what = line.split(" ", 3)[-1] if line.startswith("op retry ") else \
+                line.split(" ", 2)[-1]
+            self.ops[what.split("(")[0].split(".")[0]] += 1
+            self.retries += line.startswith("op retry ")
+        elif line.startswith("killing at "):
+            self.at_points[line.removeprefix("killing at ")] += 1
+
 
 class DriverFailed(AssertionError):
     """The driver died on its own with an error: a bug the kill did not cause."""
-
-
-async def _pump(stream: asyncio.StreamReader, lines: deque[str], ready: asyncio.Event,
-                report: KillReport) -> None:
-    while raw := await stream.readline():
-        line = raw.decode(errors="replace").rstrip()
-        lines.append(line)
-        if line == "ready":
-            ready.set()
-        elif line.startswith("op "):
-            report.operations += 1
-            what = line.split(" ", 3)[-1] if line.startswith("op retry ") else \
-                line.split(" ", 2)[-1]
-            report.ops[what.split("(")[0].split(".")[0]] += 1
-            report.retries += line.startswith("op retry ")
-        elif line.startswith("killing at "):
-            report.at_points[line.removeprefix("killing at ")] += 1
 
 
 async def one_kill(uri: str, database: str, seed: int, shape: Shape, delay: float,
@@ -86,54 +76,33 @@ async def one_kill(uri: str, database: str, seed: int, shape: Shape, delay: floa
     """Run the driver, kill it ``delay`` seconds after it is ready (or let it finish, or
     let it kill itself at ``point``, its fault point and the how-manieth time)."""
     armed = [point[0], str(point[1])] if point else []
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.reliability.driver", uri, database, str(seed),
-        str(shape.parents), str(shape.children), str(shape.grandchildren),
-        *(str(f) for f in files), *armed, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-    )
-    lines: deque[str] = deque(maxlen=60)
-    ready = asyncio.Event()
-    assert process.stdout is not None
-    pump = asyncio.create_task(_pump(process.stdout, lines, ready, report))
-    try:
-        await asyncio.wait_for(ready.wait(), READY_TIMEOUT)
+    async with driver("tests.reliability.driver", uri, database, str(seed), str(shape.parents),
+                      str(shape.children), str(shape.grandchildren), *(str(f) for f in files),
+                      *armed, on_line=report.read, keep=60) as running:
+        process = running.process
+        await asyncio.wait_for(running.ready.wait(), READY_TIMEOUT)
         await asyncio.sleep(delay)
         if process.returncode is None:
             os.killpg(process.pid, signal.SIGKILL)
-        await process.wait()
-        await pump
-        if process.returncode == -signal.SIGKILL:
+        status = await running.finished()
+        if status == -signal.SIGKILL:
             report.kills += 1
             report.killed.add(process.pid)
         else:
-            if process.returncode != 0:
-                tail = "\n".join(lines)
-                raise DriverFailed(f"driver exited {process.returncode}:\n{tail}")
+            if status != 0:
+                raise DriverFailed(f"driver exited {status}:\n{running.text()}")
             report.exited_early += 1
-    finally:
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            await process.wait()
-        pump.cancel()
 
 
 async def run_kills(data_dir: Path, *, kills: int, shape: Shape, seed: int,
                     max_delay: float = 1.5, reap: bool = True) -> KillReport:
     """``kills`` rounds against one daemon; raises on the first violated invariant."""
     rng = random.Random(seed)
-    daemon = EmbeddedLake(data_dir, sync_on_commit=True, test_commands=False)
-    uri = daemon.start()
     report = KillReport()
-    lake = open_lake(uri, "kills")
     journal, effect_log = data_dir / "journal.ndjson", data_dir / "cleanups.log"
-    try:
-        engine = Engine(lake)
-        cleanup_handler.register(engine, effect_log)  # the heartbeat runs cleanups too
-        await engine.ensure_ready()
-        await engine.deploy(definitions())
+    async with engine_on_own_lake(data_dir, "kills", definitions(),
+                                  effect_log=effect_log) as (uri, engine):
+        lake = engine.lake
         for n in range(kills):
             point = None
             if n % 2:
@@ -149,7 +118,4 @@ async def run_kills(data_dir: Path, *, kills: int, shape: Shape, seed: int,
             report.audit.check(report.ledger, instances, Journal(journal), effect_log,
                                report.killed)
         report.instances = await lake.count({"_type": "kinflow.instance"})
-    finally:
-        await lake.close()
-        await asyncio.to_thread(daemon.stop)
     return report

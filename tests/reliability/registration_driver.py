@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from kinflow.core.context import Limits
 from kinflow.engine import Engine
-from tests.reliability.bulk_driver import KillAt
+from tests.reliability.driver_process import KillAt
 from tests.reliability.family import open_lake
 
 NOT_KILLED = 3

@@ -19,12 +19,8 @@ and the repair invariants and the reliability checker must find nothing wrong.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import random
-import signal
-import sys
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,11 +28,10 @@ import pytest
 
 from kinflow.core.context import Limits
 from kinflow.engine import Engine
-from kinflow.storage.embedded import EmbeddedLake
 from tests.engine.bulk_defs import cohort_parent, nudgeable, records
 from tests.engine.invariants import assert_repaired
 from tests.reliability.bulk_driver import BATCH
-from tests.reliability.family import ROOT, open_lake
+from tests.reliability.driver_process import engine_on_own_lake, run_until_killed_at
 from tests.reliability.invariants import Ledger, settle
 
 pytestmark = pytest.mark.lake
@@ -47,38 +42,17 @@ DRIVER_TIMEOUT = 180.0
 KEY = "kill-key"
 
 
-@contextlib.asynccontextmanager
-async def daemon_engine(data_dir: Path) -> AsyncIterator[tuple[str, Engine]]:
-    """A lake daemon of the test's own (killAllSessions reaches nobody else) and an engine
-    batching like the driver's."""
-    daemon = EmbeddedLake(data_dir, sync_on_commit=True, test_commands=False)
-    uri = daemon.start()
-    lake = open_lake(uri, DATABASE)
-    try:
-        engine = Engine(lake, limits=replace(Limits(), bulk_batch=BATCH))
-        await engine.ensure_ready()
-        await engine.deploy([cohort_parent(), nudgeable()])
-        yield uri, engine
-    finally:
-        await lake.close()
-        await asyncio.to_thread(daemon.stop)
+def daemon_engine(data_dir: Path
+                  ) -> contextlib.AbstractAsyncContextManager[tuple[str, Engine]]:
+    """A lake daemon of the test's own and an engine batching like the driver's."""
+    return engine_on_own_lake(data_dir, DATABASE, [cohort_parent(), nudgeable()],
+                              limits=replace(Limits(), bulk_batch=BATCH))
 
 
 async def kill_while_firing(uri: str, point: str, nth: int, parent_id: str,
                             action: str) -> None:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.reliability.bulk_driver", uri, DATABASE, point, str(nth),
-        parent_id, action, KEY, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT, start_new_session=True)  # fmt: skip
-    try:
-        out, _ = await asyncio.wait_for(process.communicate(), DRIVER_TIMEOUT)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    text = out.decode(errors="replace")
-    assert process.returncode == -signal.SIGKILL, f"driver exited {process.returncode}:\n{text}"
-    assert f"killing at {point}" in text, text
+    await run_until_killed_at(point, "tests.reliability.bulk_driver", uri, DATABASE, point,
+                              str(nth), parent_id, action, KEY, timeout=DRIVER_TIMEOUT)
 
 
 async def fired(engine: Engine, parent_id: str, action: str) -> list[int]:

@@ -17,11 +17,9 @@ exactly once; no child was created twice; the window held; nothing is owed.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import random
 import signal
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -31,9 +29,8 @@ import pytest
 
 from kinflow.core.context import Limits
 from kinflow.engine import Engine
-from kinflow.storage.embedded import EmbeddedLake
-from tests.engine.cohort_defs import child, parent, with_item
-from tests.reliability.family import ROOT, open_lake
+from tests.engine.cohort_defs import WAITING, child, parent, with_item, with_window
+from tests.reliability.driver_process import engine_on_own_lake, run_until_it_dies
 
 pytestmark = pytest.mark.lake
 
@@ -42,35 +39,21 @@ ITEMS = [f"item-{n:03d}" for n in range(120)]
 BATCH = 7
 MAX_ACTIVE = 5
 DRIVER_TIMEOUT = 180.0
-WAITING = ("count($subworkflows[activity == 'translate' && current"
-           " && status in ['active', 'queued']]) == 0")
 
 
 def lake_parent() -> dict[str, Any]:
-    definition = with_item(parent("*[_type == 'item']{_id}", settled=WAITING), "$row._id")
-    for stage in definition["stages"]:
-        for activity in stage.get("activities") or []:
-            for action in activity["actions"]:
-                if "spawn" in action:
-                    action["spawn"]["maxActive"] = MAX_ACTIVE
-    return definition
+    return with_window(with_item(parent("*[_type == 'item']{_id}", settled=WAITING),
+                                 "$row._id"), MAX_ACTIVE)
 
 
 @contextlib.asynccontextmanager
 async def daemon_engine(data_dir: Path) -> AsyncIterator[tuple[str, Engine]]:
-    daemon = EmbeddedLake(data_dir, sync_on_commit=True, test_commands=False)
-    uri = daemon.start()
-    lake = open_lake(uri, DATABASE)
-    try:
-        engine = Engine(lake, limits=replace(Limits(), registration_batch=BATCH))
-        await engine.ensure_ready()
-        await engine.deploy([lake_parent(), child()])
+    async with engine_on_own_lake(data_dir, DATABASE, [lake_parent(), child()],
+                                  limits=replace(Limits(), registration_batch=BATCH)
+                                  ) as (uri, engine):
         for name in ITEMS:
-            await lake.create({"_id": name, "_type": "item"})
+            await engine.lake.create({"_id": name, "_type": "item"})
         yield uri, engine
-    finally:
-        await lake.close()
-        await asyncio.to_thread(daemon.stop)
 
 
 async def spawned(engine: Engine) -> str:
@@ -83,18 +66,10 @@ async def spawned(engine: Engine) -> str:
 
 
 async def run_driver(uri: str, parent_id: str, mode: str, arg: str) -> str:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.reliability.registration_driver", uri, DATABASE,
-        parent_id, str(BATCH), mode, arg, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT, start_new_session=True)  # fmt: skip
-    try:
-        out, _ = await asyncio.wait_for(process.communicate(), DRIVER_TIMEOUT)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    text = out.decode(errors="replace")
-    assert process.returncode in (-signal.SIGKILL, 3), f"exited {process.returncode}:\n{text}"
+    status, text = await run_until_it_dies(
+        "tests.reliability.registration_driver", uri, DATABASE, parent_id, str(BATCH), mode,
+        arg, timeout=DRIVER_TIMEOUT)
+    assert status in (-signal.SIGKILL, 3), f"exited {status}:\n{text}"
     return text
 
 

@@ -19,9 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import signal
-import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +26,10 @@ import pytest
 
 from kinflow.engine import Engine
 from kinflow.storage import Lake
-from kinflow.storage.embedded import EmbeddedLake
 from kinflow.worker import Worker
-from tests.engine.cohort_defs import child, items, parent
+from tests.engine.cohort_defs import child, items, windowed
 from tests.engine.invariants import assert_repaired
-from tests.reliability.family import ROOT, open_lake
+from tests.reliability.driver_process import engine_on_own_lake, run_until_killed_at
 from tests.reliability.invariants import Ledger, settle
 
 pytestmark = pytest.mark.lake
@@ -42,35 +38,13 @@ DATABASE = "windowkill"
 WINDOW = 3
 POINT = "before-propagation"
 DRIVER_TIMEOUT = 120.0
-WAITING = ("count($subworkflows[activity == 'translate' && current"
-           " && status in ['active', 'queued']]) == 0")
 
 
-def windowed_parent() -> dict[str, Any]:
-    """``p`` of the subworkflow tests, ``maxActive: 3``, its gate waiting for queued rows."""
-    definition = parent(settled=WAITING)
-    for stage in definition["stages"]:
-        for activity in stage.get("activities") or []:
-            for action in activity["actions"]:
-                if "spawn" in action:
-                    action["spawn"]["maxActive"] = WINDOW
-    return definition
-
-
-@contextlib.asynccontextmanager
-async def daemon_engine(data_dir: Path) -> AsyncIterator[tuple[str, Engine]]:
-    """A lake daemon of the test's own (killAllSessions reaches nobody else) and an engine."""
-    daemon = EmbeddedLake(data_dir, sync_on_commit=True, test_commands=False)
-    uri = daemon.start()
-    lake = open_lake(uri, DATABASE)
-    try:
-        engine = Engine(lake)
-        await engine.ensure_ready()
-        await engine.deploy([windowed_parent(), child()])
-        yield uri, engine
-    finally:
-        await lake.close()
-        await asyncio.to_thread(daemon.stop)
+def daemon_engine(data_dir: Path
+                  ) -> contextlib.AbstractAsyncContextManager[tuple[str, Engine]]:
+    """A lake daemon of the test's own and an engine, ``p`` of the subworkflow tests
+    deployed with ``maxActive: 3``."""
+    return engine_on_own_lake(data_dir, DATABASE, [windowed(WINDOW), child()])
 
 
 async def live_children(lake: Lake, parent_id: str) -> list[dict[str, Any]]:
@@ -81,20 +55,8 @@ async def live_children(lake: Lake, parent_id: str) -> list[dict[str, Any]]:
 
 async def kill_while_finishing(uri: str, child_id: str) -> str:
     """Run the driver on ``child_id``; it must die by SIGKILL at the fault point."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.reliability.window_driver", uri, DATABASE, POINT, child_id,
-        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True)  # fmt: skip
-    try:
-        out, _ = await asyncio.wait_for(process.communicate(), DRIVER_TIMEOUT)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    text = out.decode(errors="replace")
-    assert process.returncode == -signal.SIGKILL, f"driver exited {process.returncode}:\n{text}"
-    assert f"killing at {POINT}" in text, text
-    return text
+    return await run_until_killed_at(POINT, "tests.reliability.window_driver", uri, DATABASE,
+                                     POINT, child_id, timeout=DRIVER_TIMEOUT)
 
 
 class Sampler:

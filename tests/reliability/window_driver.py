@@ -11,31 +11,18 @@ A driver that finishes them all without dying exits 3, which the test reports.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import sys
 
 from kinflow.engine import Engine
-from kinflow.engine.faults import Faults
+from tests.reliability.driver_process import KillAt
 from tests.reliability.family import open_lake
 
 NOT_KILLED = 3
 
 
-class KillingFaults(Faults):
-    """Fault points that SIGKILL the process instead of raising."""
-
-    def check(self, point: str) -> None:
-        if self.armed.get(point, 0) > 0:
-            print(f"killing at {point}", flush=True)
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
 async def main(uri: str, database: str, point: str, children: list[str]) -> int:
     lake = open_lake(uri, database)
-    faults = KillingFaults()
-    faults.arm(point)
-    engine = Engine(lake, faults=faults)
+    engine = Engine(lake, faults=KillAt(point))
     await engine.ensure_ready()
     print("ready", flush=True)
     for child_id in children:
