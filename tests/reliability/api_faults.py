@@ -14,22 +14,16 @@ twice.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
-from kinflow.engine import Engine
 from kinflow.storage.embedded import EmbeddedLake
-from tests.reliability.audit import LATER
-from tests.reliability.family import open_lake
+from tests.reliability.audit import settle_and_check
 from tests.reliability.fault_proxy import FaultPlan, ProxyThread
-from tests.reliability.invariants import Ledger, settle
-from tests.reliability.orders import Apis, Tally, check_orders, deploy, drive
+from tests.reliability.orders import Apis, Tally, deploy, drive
 from tests.reliability.procs import Fleet
-from tests.reliability.ship_handler import register
 
 DATABASE = "kinflow"
 
@@ -78,20 +72,7 @@ async def run_api_faults(data_dir: Path, *, seconds: float, clients: int, seed: 
                 await asyncio.to_thread(fleet.cleanup)
             result.faults.update(proxy.counts())
             result.internal_logged = fleet.logs_mention("internal error")
-        lake = open_lake(uri, DATABASE)
-        os.environ["KINFLOW_TEST_EFFECT_LOG"] = str(fleet.effect_log)
-        try:
-            engine = Engine(lake, clock=lambda: datetime.now(UTC) + LATER)
-            register(engine)
-            await engine.ensure_ready()
-            repaired = await settle(engine)
-            ledger = Ledger()
-            await ledger.check(engine, random.Random(seed))
-            figures = await check_orders(engine, tally, fleet.effect_log, set())
-            result.figures = {**figures, "repaired": repaired, "checks": ledger.checks}
-        finally:
-            os.environ.pop("KINFLOW_TEST_EFFECT_LOG", None)
-            await lake.close()
+        result.figures = await settle_and_check(uri, fleet.effect_log, tally, set(), seed)
     finally:
         await asyncio.to_thread(daemon.stop)
     return result

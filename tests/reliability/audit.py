@@ -15,6 +15,7 @@ import asyncio
 import os
 import random
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from kinflow.engine import Engine
@@ -28,11 +29,12 @@ from tests.reliability.ship_handler import register
 LATER = timedelta(minutes=10)
 
 
-async def audit(fleet: Fleet, tally: Tally, seed: int) -> dict[str, Any]:
-    daemon = EmbeddedLake(fleet.data_dir)
-    uri = await asyncio.to_thread(daemon.start)
+async def settle_and_check(uri: str, effect_log: Path, tally: Tally, killed: set[int],
+                           seed: int) -> dict[str, Any]:
+    """On the lake at ``uri`` (database ``kinflow``), with the ``ship`` handler logging to
+    ``effect_log``: settle what is owed, run the checker and the order checks; the figures."""
     lake = open_lake(uri, "kinflow")
-    os.environ["KINFLOW_TEST_EFFECT_LOG"] = str(fleet.effect_log)
+    os.environ["KINFLOW_TEST_EFFECT_LOG"] = str(effect_log)
     try:
         engine = Engine(lake, clock=lambda: datetime.now(UTC) + LATER)
         register(engine)
@@ -40,9 +42,17 @@ async def audit(fleet: Fleet, tally: Tally, seed: int) -> dict[str, Any]:
         repaired = await settle(engine)
         ledger = Ledger()
         await ledger.check(engine, random.Random(seed))
-        figures = await check_orders(engine, tally, fleet.effect_log, fleet.killed)
+        figures = await check_orders(engine, tally, effect_log, killed)
         return {**figures, "repaired": repaired, "checks": ledger.checks}
     finally:
         os.environ.pop("KINFLOW_TEST_EFFECT_LOG", None)
         await lake.close()
+
+
+async def audit(fleet: Fleet, tally: Tally, seed: int) -> dict[str, Any]:
+    daemon = EmbeddedLake(fleet.data_dir)
+    uri = await asyncio.to_thread(daemon.start)
+    try:
+        return await settle_and_check(uri, fleet.effect_log, tally, fleet.killed, seed)
+    finally:
         await asyncio.to_thread(daemon.stop)
