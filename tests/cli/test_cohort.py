@@ -4,41 +4,23 @@ the lake and through a server."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 
 from tests.engine.bulk_defs import cohort_parent, nudgeable, records
+from tests.engine.cohort_defs import windowed
 from tests.engine.outcome_defs import worker
-from tests.engine.test_window import windowed
 
+from .cohorts import named, rows_of, start_cohort, through
 from .test_cli import instance_id, invoke, refused
 from .test_remote import server  # noqa: F401  (the running server fixture)
 
 pytestmark = pytest.mark.lake
 
 
-def rows_of(output: str) -> dict[str, tuple[str, str]]:
-    """``rowKey -> (status, child id)`` from the printed table."""
-    found = {}
-    for line in output.splitlines():
-        match = re.match(r"\s*(r\d)\s.*?\b(QUEUED|ACTIVE|DONE|ABORTED|CANCELLED)\b.*?"
-                         r"(instance\.[0-9A-Za-z-]+)", line)
-        if match:
-            found[match.group(1)] = (match.group(2), match.group(3))
-    return found
-
-
 def test_cohort_prints_counts_rows_filters_and_redrives(cli_env: str, tmp_path: Path) -> None:
-    definitions = tmp_path / "cohort.json"
-    definitions.write_text(json.dumps([windowed(3), worker()]))
-    assert invoke("deploy", str(definitions))[0] == 0
-    names = [{"name": f"r{i}"} for i in range(5)]
-    status, output = invoke("start", "p", "--field", f"items={json.dumps(names)}")
-    assert status == 0, output
-    parent = instance_id(output)
-    assert invoke("fire", parent, "go", "go")[0] == 0
+    parent = start_cohort(tmp_path, [windowed(3), worker()], named(5))
 
     status, output = invoke("cohort", parent, "translate")
     assert status == 0, output
@@ -80,15 +62,9 @@ def test_cohort_refuses_an_unknown_status_activity_or_parent(cli_env: str,
 
 
 def test_cohort_through_a_server(server: str, tmp_path: Path) -> None:  # noqa: F811
-    remote = ["--url", server, "--token", "ops-token-for-tests"]
-    definitions = tmp_path / "cohort.json"
-    definitions.write_text(json.dumps([windowed(2), worker()]))
-    admin = ["--url", server, "--token", "admin-token-for-tests"]
-    assert invoke("deploy", str(definitions), *admin)[0] == 0
-    names = json.dumps([{"name": f"r{i}"} for i in range(4)])
-    status, output = invoke("start", "p", "--field", f"items={names}", *remote)
-    parent = instance_id(output)
-    assert invoke("fire", parent, "go", "go", *remote)[0] == 0
+    remote = through(server)
+    parent = start_cohort(tmp_path, [windowed(2), worker()], named(4), *remote,
+                          admin=through(server, "admin"))
     status, output = invoke("cohort", parent, "translate", "--status", "queued", *remote)
     assert status == 0, output
     assert "total 4  active 2  queued 2" in output, output
@@ -99,16 +75,9 @@ def test_cohort_through_a_server(server: str, tmp_path: Path) -> None:  # noqa: 
 
 def bulk_cohort(*options: str, tmp_path: Path, names: tuple[str, ...]) -> str:
     """Deploy the bulk tests' parent and child, start a parent over ``names`` and spawn."""
-    definitions = tmp_path / "bulk.json"
-    definitions.write_text(json.dumps([cohort_parent(max_active=3), nudgeable()]))
-    admin = [o.replace("ops-token", "admin-token") for o in options]
-    assert invoke("deploy", str(definitions), *admin)[0] == 0
-    status, output = invoke("start", "p", "--field",
-                            f"items={json.dumps(records(*names)['items'])}", *options)
-    assert status == 0, output
-    parent = instance_id(output)
-    assert invoke("fire", parent, "go", "go", *options)[0] == 0
-    return parent
+    admin = tuple(o.replace("ops-token", "admin-token") for o in options)
+    return start_cohort(tmp_path, [cohort_parent(max_active=3), nudgeable()],
+                        records(*names)["items"], *options, admin=admin)
 
 
 def test_cohort_fires_and_aborts_across_a_cohort(cli_env: str, tmp_path: Path) -> None:
@@ -152,7 +121,7 @@ def test_cohort_refuses_a_bad_verb_before_anything(cli_env: str) -> None:
 
 
 def test_cohort_verbs_through_a_server(server: str, tmp_path: Path) -> None:  # noqa: F811
-    remote = ["--url", server, "--token", "ops-token-for-tests"]
+    remote = through(server)
     parent = bulk_cohort(*remote, tmp_path=tmp_path, names=("r0", "locked", "r2"))
     status, output = invoke("cohort", parent, "translate", "--fire", "task/nudge", *remote)
     assert status == 0, output

@@ -4,7 +4,6 @@ a server."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -12,8 +11,8 @@ import pytest
 from tests.engine.outcome_defs import worker
 from tests.engine.test_admission import admitted
 
+from .cohorts import named, rows_of, start_cohort, through
 from .test_cli import instance_id, invoke
-from .test_cohort import rows_of
 from .test_remote import server  # noqa: F401  (the running server fixture)
 
 pytestmark = pytest.mark.lake
@@ -22,17 +21,9 @@ KEYED = "select($row in ['r0', 'r1'] => 'x', 'y')"
 
 
 def started(tmp_path: Path, *remote: str, admin: tuple[str, ...] = ()) -> str:
-    definitions = tmp_path / "admit.json"
-    definitions.write_text(json.dumps([admitted(
+    return start_cohort(tmp_path, [admitted(
         2, concurrencyKey=KEYED, maxActivePerKey=1,
-        startRate={"count": 50, "perSeconds": 60}), worker()]))
-    assert invoke("deploy", str(definitions), *(admin or remote))[0] == 0
-    names = [{"name": f"r{i}"} for i in range(5)]
-    status, output = invoke("start", "p", "--field", f"items={json.dumps(names)}", *remote)
-    assert status == 0, output
-    parent = instance_id(output)
-    assert invoke("fire", parent, "go", "go", *remote)[0] == 0
-    return parent
+        startRate={"count": 50, "perSeconds": 60}), worker()], named(5), *remote, admin=admin)
 
 
 def test_cohort_pauses_resumes_and_prints_admission(cli_env: str, tmp_path: Path) -> None:
@@ -58,8 +49,8 @@ def test_cohort_pauses_resumes_and_prints_admission(cli_env: str, tmp_path: Path
 
 
 def test_cohort_pauses_through_a_server(server: str, tmp_path: Path) -> None:  # noqa: F811
-    remote = ("--url", server, "--token", "ops-token-for-tests")
-    parent = started(tmp_path, *remote, admin=("--url", server, "--token", "admin-token-for-tests"))
+    remote = through(server)
+    parent = started(tmp_path, *remote, admin=through(server, "admin"))
     status, output = invoke("cohort", parent, "translate", "--pause", *remote)
     assert status == 0, output
     assert "paused  maxActivePerKey 1" in output and "x 1/1, y 1/2" in output, output

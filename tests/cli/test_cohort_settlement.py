@@ -3,7 +3,6 @@ completion (docs/subworkflows.md#settlement), on the lake and through a server."
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -11,25 +10,17 @@ import pytest
 from tests.engine.outcome_defs import worker
 from tests.engine.settle_defs import settling
 
-from .test_cli import instance_id, invoke
-from .test_cohort import rows_of
+from .cohorts import named, rows_of, start_cohort, through
+from .test_cli import invoke
 from .test_remote import server  # noqa: F401  (the running server fixture)
 
 pytestmark = pytest.mark.lake
 
 
 def started(tmp_path: Path, *remote: str, admin: tuple[str, ...] = ()) -> str:
-    definitions = tmp_path / "settle.json"
-    definitions.write_text(json.dumps([settling(
+    return start_cohort(tmp_path, [settling(
         maxActive=2, childTimeoutSeconds=3600,
-        retry={"attempts": 2, "backoffSeconds": 600}), worker()]))
-    assert invoke("deploy", str(definitions), *(admin or remote))[0] == 0
-    names = [{"name": f"r{i}"} for i in range(3)]
-    status, output = invoke("start", "p", "--field", f"items={json.dumps(names)}", *remote)
-    assert status == 0, output
-    parent = instance_id(output)
-    assert invoke("fire", parent, "go", "go", *remote)[0] == 0
-    return parent
+        retry={"attempts": 2, "backoffSeconds": 600}), worker()], named(3), *remote, admin=admin)
 
 
 def test_cohort_prints_retries_deadlines_and_completion(cli_env: str, tmp_path: Path) -> None:
@@ -48,8 +39,8 @@ def test_cohort_prints_retries_deadlines_and_completion(cli_env: str, tmp_path: 
 
 
 def test_cohort_prints_retries_through_a_server(server: str, tmp_path: Path) -> None:  # noqa: F811
-    remote = ("--url", server, "--token", "ops-token-for-tests")
-    parent = started(tmp_path, *remote, admin=("--url", server, "--token", "admin-token-for-tests"))
+    remote = through(server)
+    parent = started(tmp_path, *remote, admin=through(server, "admin"))
     status, output = invoke("cohort", parent, "translate", *remote)
     assert status == 0, output
     rows = rows_of(output)
