@@ -225,3 +225,22 @@ async def test_a_failed_attempt_is_retried_on_a_sparse_parent(engine: Engine) ->
     row = next(r for r in p.subworkflows if r.child_id == again)
     assert row.outcome == "failed" and row.attempt == 2 and row.resolved is not None
     assert len(await live_children(engine, pid)) == WINDOW
+
+
+async def test_a_failure_budget_reads_the_counts_until_it_acts(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sparse, "KEPT_CHUNKS", 3)
+    sparse_run = sparse_engine(engine, chunks=3)  # a walk per commit would be refused
+    pid = await started(sparse_run, definition(failureBudget={"count": 1}),
+                        child_def=worker())
+    first, second = (await live_children(sparse_run, pid))[:2]
+    await sparse_run.fire_action(first, "task", "give-up")  # within the budget
+    await sparse_run.driver.propagator.idle()
+    assert len(await live_children(sparse_run, pid)) == WINDOW
+    acting = sparse_engine(engine, chunks=320)  # acting walks the cohort's rows
+    await acting.fire_action(second, "task", "give-up")
+    await acting.driver.propagator.idle()
+    await beat(acting)
+    p = await acting.get_instance(pid)
+    assert len([e for e in p.history if e.get("_type") == "cohortFailed"]) == 1
+    assert not any(r.queued for r in p.subworkflows)  # the rest was skipped

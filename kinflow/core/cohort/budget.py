@@ -41,7 +41,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from kinflow.core import cancellation
-from kinflow.core.cohort import admission, outcomes
+from kinflow.core.cohort import admission, counts, outcomes, sparse, tallies
 from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.context import PlanContext
 from kinflow.core.history import record
@@ -179,6 +179,8 @@ def enforce(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext
     """Act on every cohort whose budget is exceeded and has not acted; whether any did."""
     if not instance.subworkflows or not _may_have_budget(instance, definition):
         return False
+    if sparse.is_sparse(instance) and not _sparse_exceeded(instance, definition):
+        return False  # no cohort over its budget, by the counts: no row is read
     members: dict[Cohort, list[int]] = {}
     for index, row in enumerate(instance.subworkflows):
         members.setdefault((row.activity, row.stageEntry), []).append(index)
@@ -206,6 +208,22 @@ def enforce(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext
                onBudgetExceeded=policy)
         acted = True
     return acted
+
+
+def _sparse_exceeded(instance: Instance, definition: WorkflowDefinition) -> bool:
+    """Whether a cohort of a sparse registry may have to act: its budget (not acted yet) is
+    exceeded by the failed rows its summary counts (``tallies.failed`` is ``used``)."""
+    for entry in counts.live_summary(instance):
+        cohort = (str(entry["activity"]), str(entry["stageEntry"]))
+        own = setting(instance, cohort)
+        stage = admission.stage_of(instance, cohort[1])
+        if stage is None or (own is not None and own.budgetExceededAt is not None):
+            continue
+        budget, _ = effective(own.failureBudget if own else None, definition, stage,
+                              cohort[0], None)
+        if budget is not None and budget.exceeded(tallies.failed(entry), tallies.total(entry)):
+            return True
+    return False
 
 
 def _actionable(instance: Instance, cohort: Cohort, rows: list[SubworkflowEntry]) -> bool:
