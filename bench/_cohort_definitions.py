@@ -4,48 +4,25 @@ The parent's ``fan-out`` spawns a child per item; each child finishes with one
 action; the parent's ``all-done`` fires once no child of the current visit is
 active. ``windowed_parent(n)`` is the same parent with ``maxActive: n`` on its
 spawn (its window). Shared by ``cohort.py`` (the engine called directly) and
-``cohort_api.py`` (through ``kinflow serve``), so both measure the same cohort.
+``cohort_api.py`` (through ``kinflow serve``), so both measure the same cohort, and built by
+the same functions as the observability tests' cohort (``tests/one_action_cohort.py``).
 """
 
 from __future__ import annotations
 
-import copy
+import sys
+from pathlib import Path
 from typing import Any
 
-CHILD: dict[str, Any] = {
-    "name": "bench-child", "title": "Bench child", "lifecycle": "child",
-    "initialStage": "work",
-    "fields": [{"name": "item", "type": "string", "initialValue": {"type": "input"}}],
-    "stages": [
-        {"name": "work", "activities": [{"name": "task", "actions": [
-            {"name": "finish", "status": "done"}]}],
-         "transitions": [{"name": "to-done", "to": "done"}]},
-        {"name": "done"},
-    ],
-}
-PARENT: dict[str, Any] = {
-    "name": "bench-parent", "title": "Bench parent", "initialStage": "fan",
-    "fields": [],
-    "stages": [
-        {"name": "fan", "activities": [{"name": "translate", "actions": [
-            {"name": "fan-out", "when": "true", "spawn": {
-                "forEach": "*[_type == 'bench-item']._id",
-                "definition": {"name": "bench-child"}, "with": {"item": "$row"}}},
-            {"name": "all-done", "status": "done", "when":
-                "count($subworkflows[activity == 'translate' && current && "
-                "status == 'active']) == 0"},
-        ]}], "transitions": [{"name": "to-over", "to": "over"}]},
-        {"name": "over"},
-    ],
-}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.one_action_cohort import fan_out_parent, one_action_child
+
+CHILD = one_action_child("bench", "Bench")
+PARENT = fan_out_parent("bench", "Bench")
 
 
 def windowed_parent(max_active: int) -> dict[str, Any]:
     """``PARENT`` with a window of ``max_active`` children; its gate also waits for queued
     rows (an explicit condition, not a reliance on the window's fill order)."""
-    parent = copy.deepcopy(PARENT)
-    actions = parent["stages"][0]["activities"][0]["actions"]
-    actions[0]["spawn"]["maxActive"] = max_active
-    actions[1]["when"] = ("count($subworkflows[activity == 'translate' && current && "
-                          "status in ['active', 'queued']]) == 0")
-    return parent
+    return fan_out_parent("bench", "Bench", max_active)

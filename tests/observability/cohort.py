@@ -13,33 +13,10 @@ from pymongo import MongoClient
 from starlette.testclient import TestClient
 
 from tests.api.conftest import data, gql
+from tests.one_action_cohort import fan_out_parent, one_action_child
 
-CHILD: dict[str, Any] = {
-    "name": "obs-child", "title": "Observed child", "lifecycle": "child",
-    "initialStage": "work",
-    "fields": [{"name": "item", "type": "string", "initialValue": {"type": "input"}}],
-    "stages": [
-        {"name": "work", "activities": [{"name": "task", "actions": [
-            {"name": "finish", "status": "done"}]}],
-         "transitions": [{"name": "to-done", "to": "done"}]},
-        {"name": "done"},
-    ],
-}
-PARENT: dict[str, Any] = {
-    "name": "obs-parent", "title": "Observed parent", "initialStage": "fan",
-    "fields": [],
-    "stages": [
-        {"name": "fan", "activities": [{"name": "translate", "actions": [
-            {"name": "fan-out", "when": "true", "spawn": {
-                "forEach": "*[_type == 'obs-item']._id",
-                "definition": {"name": "obs-child"}, "with": {"item": "$row"}}},
-            {"name": "all-done", "status": "done", "when":
-                "count($subworkflows[activity == 'translate' && current && "
-                "status == 'active']) == 0"},
-        ]}], "transitions": [{"name": "to-over", "to": "over"}]},
-        {"name": "over"},
-    ],
-}
+CHILD = one_action_child("obs", "Observed")
+PARENT = fan_out_parent("obs", "Observed")
 DEPLOY = "mutation($d: [JSON!]!) { deployDefinitions(definitions: $d) { warnings } }"
 PUT = "mutation($d: JSON!) { putDocument(document: $d) }"
 START = 'mutation { startInstance(definition: "obs-parent") { instance { id currentStage } } }'
