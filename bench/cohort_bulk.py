@@ -21,22 +21,15 @@ the end (SIGTERM to its process group).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import httpx
 from _cohort_definitions import CHILD, PARENT
-from _process import free_port
-from cohort_api import DEPLOY, FIRE, PUT, START, ApiError, call, kinflow_serve, parent_stage
-from cohort_api import wait_healthy as serve_healthy
-from pymongo import AsyncMongoClient
+from _served import Lake, children_of, served, size_and_callers, until_it_leaves
+from cohort_api import DEPLOY, FIRE, PUT, START, ApiError, call
 
 FIRE_COHORT = """mutation($p: ID!) { fireCohort(parentId: $p, activity: "translate",
   childActivity: "task", action: "finish", idempotencyKey: "bench") {
@@ -53,25 +46,13 @@ class Run:
     errors: Counter[str] = field(default_factory=Counter)
 
 
-async def children_of(lake: AsyncMongoClient[dict[str, Any]], parent_id: str) -> list[str]:
-    found = lake.kinflow.production.find({"_type": "kinflow.instance",
-                                          "parentInstance": parent_id}, {"_id": 1})
-    return [str(doc["_id"]) async for doc in found]
-
-
-async def until_complete(lake: AsyncMongoClient[dict[str, Any]], parent_id: str, run: Run,
-                         started: float) -> None:
-    deadline = time.monotonic() + (30 if run.errors else 600)
-    while await parent_stage(lake, parent_id) == "fan":
-        if time.monotonic() > deadline:
-            run.errors["parent-never-completed"] += 1
-            break
-        await asyncio.sleep(0.05)
+async def until_complete(lake: Lake, parent_id: str, run: Run, started: float) -> None:
+    if not await until_it_leaves(lake, parent_id, "fan", 30 if run.errors else 600):
+        run.errors["parent-never-completed"] += 1
     run.complete = time.perf_counter() - started
 
 
-async def singles(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, Any]],
-                  parent_id: str, callers: int) -> Run:
+async def singles(http: httpx.AsyncClient, lake: Lake, parent_id: str, callers: int) -> Run:
     run = Run(f"{callers} callers x fireAction")
     queue = asyncio.Queue[str]()
     for child_id in await children_of(lake, parent_id):
@@ -92,8 +73,7 @@ async def singles(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, Any]
     return run
 
 
-async def bulk(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, Any]],
-               parent_id: str, size: int) -> Run:
+async def bulk(http: httpx.AsyncClient, lake: Lake, parent_id: str, size: int) -> Run:
     run = Run("one fireCohort")
     started = time.perf_counter()
     try:
@@ -110,26 +90,14 @@ async def bulk(http: httpx.AsyncClient, lake: AsyncMongoClient[dict[str, Any]],
 
 
 async def main(size: int, callers: int) -> None:
-    with tempfile.TemporaryDirectory(prefix="kinflow-cohort-bulk-") as tmp:
-        data_dir, port = Path(tmp), free_port()
-        with kinflow_serve(data_dir, port, {}) as process:
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}",
-                                         timeout=900) as http:
-                await serve_healthy(http, process)
-                lake_port = json.loads((data_dir / "lake.json").read_text())["port"]
-                lake: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-                    f"mongodb://127.0.0.1:{lake_port}/", directConnection=True)
-                try:
-                    await call(http, DEPLOY, {"d": [CHILD, PARENT]})
-                    for n in range(size):
-                        await call(http, PUT, {"d": {"_id": f"item-{n:05d}",
-                                                     "_type": "bench-item"}})
-                    one = (await call(http, START))["startInstance"]["instance"]["id"]
-                    other = (await call(http, START))["startInstance"]["instance"]["id"]
-                    runs = [await singles(http, lake, one, callers),
-                            await bulk(http, lake, other, size)]
-                finally:
-                    await lake.close()
+    async with served("kinflow-cohort-bulk-") as server:
+        http, lake = server.http, server.lake
+        await call(http, DEPLOY, {"d": [CHILD, PARENT]})
+        for n in range(size):
+            await call(http, PUT, {"d": {"_id": f"item-{n:05d}", "_type": "bench-item"}})
+        one = (await call(http, START))["startInstance"]["instance"]["id"]
+        other = (await call(http, START))["startInstance"]["instance"]["id"]
+        runs = [await singles(http, lake, one, callers), await bulk(http, lake, other, size)]
     print(f"{size:,} children, kinflow serve with default settings")
     print(f"{'':28} {'calls s':>9} {'complete s':>11}  errors")
     for run in runs:
@@ -141,8 +109,5 @@ async def main(size: int, callers: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=1000, help="children per parent")
-    parser.add_argument("--callers", type=int, default=8, help="concurrent single callers")
-    args = parser.parse_args()
-    asyncio.run(main(args.size, args.callers))
+    asyncio.run(main(*size_and_callers(__doc__, "children per parent",
+                                       "concurrent single callers")))

@@ -29,28 +29,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import bson
-import httpx
-from _process import free_port, lake_pid, rss_kib
-from cohort_api import call, kinflow_serve, wait_healthy
-from pymongo import AsyncMongoClient
+from _cohort_definitions import one_action_child
+from _process import lake_pid, rss_kib
+from _served import Lake, served
+from cohort_api import DEPLOY, call
 
-CHILD = {
-    "name": "reg-child", "title": "Registration child", "lifecycle": "child",
-    "initialStage": "work",
-    "fields": [{"name": "item", "type": "string", "initialValue": {"type": "input"}}],
-    "stages": [{"name": "work", "activities": [{"name": "task", "actions": [
-        {"name": "finish", "status": "done"}]}],
-        "transitions": [{"name": "to-done", "to": "done"}]}, {"name": "done"}],
-}
+CHILD = one_action_child("reg", "Registration")
 AUTO_CHILD = {**CHILD, "name": "reg-auto", "stages": [
     {"name": "work", "transitions": [{"name": "to-done", "to": "done", "when": "true"}]},
     {"name": "done"}]}
@@ -69,7 +60,6 @@ def parent(child: str, max_active: int) -> dict[str, Any]:
             {"name": "over"}]}
 
 
-DEPLOY = "mutation($d: [JSON!]!) { deployDefinitions(definitions: $d) { warnings } }"
 START = 'mutation { startInstance(definition: "reg-parent") { instance { id } } }'
 COHORT = ('query($id: ID!) { cohort(parentId: $id, activity: "translate") '
           "{ total registering queued active done settled } }")
@@ -79,7 +69,7 @@ def mib(pid: int | None) -> float:
     return (rss_kib(pid) or 0) / 1024 if pid is not None else 0.0
 
 
-async def insert_content(lake: AsyncMongoClient[dict[str, Any]], n: int) -> float:
+async def insert_content(lake: Lake, n: int) -> float:
     """Write the items with insert_many; the raw rate (documents per second)."""
     coll = lake.kinflow.production
     started = time.perf_counter()
@@ -92,43 +82,35 @@ async def insert_content(lake: AsyncMongoClient[dict[str, Any]], n: int) -> floa
 
 async def one_size(size: int, max_active: int, complete: bool) -> dict[str, Any]:
     row: dict[str, Any] = {"size": size}
-    with tempfile.TemporaryDirectory(prefix="kinflow-registration-") as tmp:
-        data_dir, port = Path(tmp), free_port()
-        with kinflow_serve(data_dir, port, {}) as process:
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}",
-                                         timeout=600) as http:
-                await wait_healthy(http, process)
-                lake_port = json.loads((data_dir / "lake.json").read_text())["port"]
-                lake: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-                    f"mongodb://127.0.0.1:{lake_port}/", directConnection=True)
-                lake_process = lake_pid(data_dir)
-                row["raw"] = await insert_content(lake, size)
-                child = AUTO_CHILD if complete else CHILD
-                await call(http, DEPLOY, {"d": [child, parent(str(child["name"]), max_active)]})
-                row["api0"], row["lake0"] = mib(process.pid), mib(lake_process)
-                peak = row["api0"]
-                started = time.perf_counter()
-                parent_id = (await call(http, START))["startInstance"]["instance"]["id"]
-                docs = lake.kinflow.production
-                while True:
-                    found = await docs.find_one({"_id": parent_id},
-                                                {"owesRegistration": 1, "currentStage": 1})
-                    peak = max(peak, mib(process.pid))
-                    owed = bool((found or {}).get("owesRegistration"))
-                    if not owed and not complete:
-                        break
-                    if complete and (found or {}).get("currentStage") == "over":
-                        break
-                    await asyncio.sleep(0.1)
-                row["seconds"] = time.perf_counter() - started
-                row["api1"], row["lake1"], row["peak"] = mib(process.pid), mib(lake_process), peak
-                cohort = (await call(http, COHORT, {"id": parent_id}))["cohort"]
-                row["cohort"] = cohort
-                stored = await docs.find_one({"_id": parent_id})
-                row["parent_kb"] = len(bson.encode(stored or {})) / 1024
-                row["chunks"] = await lake.kinflow["production.rows"].count_documents(
-                    {"parent": parent_id})
-                await lake.close()
+    async with served("kinflow-registration-", timeout=600) as server:
+        http, lake, process = server.http, server.lake, server.process
+        lake_process = lake_pid(server.data_dir)
+        row["raw"] = await insert_content(lake, size)
+        child = AUTO_CHILD if complete else CHILD
+        await call(http, DEPLOY, {"d": [child, parent(str(child["name"]), max_active)]})
+        row["api0"], row["lake0"] = mib(process.pid), mib(lake_process)
+        peak = row["api0"]
+        started = time.perf_counter()
+        parent_id = (await call(http, START))["startInstance"]["instance"]["id"]
+        docs = lake.kinflow.production
+        while True:
+            found = await docs.find_one({"_id": parent_id},
+                                        {"owesRegistration": 1, "currentStage": 1})
+            peak = max(peak, mib(process.pid))
+            owed = bool((found or {}).get("owesRegistration"))
+            if not owed and not complete:
+                break
+            if complete and (found or {}).get("currentStage") == "over":
+                break
+            await asyncio.sleep(0.1)
+        row["seconds"] = time.perf_counter() - started
+        row["api1"], row["lake1"], row["peak"] = mib(process.pid), mib(lake_process), peak
+        cohort = (await call(http, COHORT, {"id": parent_id}))["cohort"]
+        row["cohort"] = cohort
+        stored = await docs.find_one({"_id": parent_id})
+        row["parent_kb"] = len(bson.encode(stored or {})) / 1024
+        row["chunks"] = await lake.kinflow["production.rows"].count_documents(
+            {"parent": parent_id})
     return row
 
 

@@ -27,24 +27,18 @@ The server is stopped at the end (SIGTERM to its process group).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import copy
-import json
 import subprocess
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 from _cohort_definitions import CHILD, windowed_parent
-from _process import free_port
-from cohort_api import DEPLOY, ApiError, call, kinflow_serve, parent_stage
-from cohort_api import wait_healthy as serve_healthy
-from pymongo import AsyncMongoClient
+from _served import Lake, children_of, served, size_and_callers, until_it_leaves
+from cohort_api import DEPLOY, ApiError, call
 
 FIRE = ("mutation($id: ID!, $a: String!) { fireAction(instanceId: $id, activity: \"task\", "
         "action: $a) { changed } }")
@@ -52,7 +46,6 @@ START = ('mutation($d: String!) { startInstance(definition: $d) '
          "{ instance { id currentStage } } }")
 ROWS = """query($p: ID!) { cohort(parentId: $p, activity: "translate") {
   total failed retrying page(first: 1000) { nodes { attempt outcome } } } }"""
-Lake = AsyncMongoClient[dict[str, Any]]
 
 
 def definitions() -> list[dict[str, Any]]:
@@ -87,18 +80,13 @@ class Run:
     errors: Counter[str] = field(default_factory=Counter)
 
 
-async def children(lake: Lake, parent_id: str) -> list[str]:
-    query: dict[str, Any] = {"_type": "kinflow.instance", "parentInstance": parent_id}
-    return [str(doc["_id"]) async for doc in lake.kinflow.production.find(query, {"_id": 1})]
-
-
 async def cohort(http: httpx.AsyncClient, lake: Lake, definition: str, callers: int,
                  *, fail_first: bool) -> tuple[Run, str]:
     run = Run(definition)
     begun = time.perf_counter()
     parent_id = (await call(http, START, {"d": definition}))["startInstance"]["instance"]["id"]
     run.spawn = time.perf_counter() - begun
-    first = await children(lake, parent_id)
+    first = await children_of(lake, parent_id)
     queue = asyncio.Queue[tuple[str, str]]()
     for child_id in first:
         queue.put_nowait((child_id, "give-up" if fail_first else "finish"))
@@ -126,12 +114,8 @@ async def cohort(http: httpx.AsyncClient, lake: Lake, definition: str, callers: 
 
     started = time.perf_counter()
     tasks = [asyncio.create_task(caller()) for _ in range(callers)]
-    deadline = time.monotonic() + 900
-    while await parent_stage(lake, parent_id) == "fan":
-        if time.monotonic() > deadline:
-            run.errors["parent-never-completed"] += 1
-            break
-        await asyncio.sleep(0.05)
+    if not await until_it_leaves(lake, parent_id, "fan", 900):
+        run.errors["parent-never-completed"] += 1
     run.complete = time.perf_counter() - started
     done.set()
     await asyncio.gather(*tasks)
@@ -150,27 +134,14 @@ async def check(http: httpx.AsyncClient, parent_id: str, size: int) -> str:
 
 
 async def main(size: int, callers: int) -> None:
-    with tempfile.TemporaryDirectory(prefix="kinflow-cohort-retry-") as tmp:
-        data_dir, port = Path(tmp), free_port()
-        with kinflow_serve(data_dir, port, {}) as process:
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}",
-                                         timeout=900) as http:
-                await serve_healthy(http, process)
-                lake_port = json.loads((data_dir / "lake.json").read_text())["port"]
-                lake: Lake = AsyncMongoClient(f"mongodb://127.0.0.1:{lake_port}/",
-                                              directConnection=True)
-                try:
-                    await call(http, DEPLOY, {"d": definitions()})
-                    await lake.kinflow.production.insert_many(  # setup: straight in
-                        [{"_id": f"item-{n:05d}", "_type": "bench-item"}
-                         for n in range(size)])
-                    plain, _ = await cohort(http, lake, "bench-plain", callers,
-                                            fail_first=False)
-                    retried, parent_id = await cohort(http, lake, "bench-retry", callers,
-                                                      fail_first=True)
-                    verdict = await check(http, parent_id, size)
-                finally:
-                    await lake.close()
+    async with served("kinflow-cohort-retry-") as server:
+        http, lake = server.http, server.lake
+        await call(http, DEPLOY, {"d": definitions()})
+        await lake.kinflow.production.insert_many(  # setup: straight in
+            [{"_id": f"item-{n:05d}", "_type": "bench-item"} for n in range(size)])
+        plain, _ = await cohort(http, lake, "bench-plain", callers, fail_first=False)
+        retried, parent_id = await cohort(http, lake, "bench-retry", callers, fail_first=True)
+        verdict = await check(http, parent_id, size)
     print(f"{size:,} children, {callers} callers, kinflow serve with default settings")
     print(f"{'':34} {'fires':>6} {'spawn s':>8} {'complete s':>11} {'total s':>8}  errors")
     for run, label in ((plain, "no failures"), (retried, "first attempt fails, retry")):
@@ -183,9 +154,5 @@ async def main(size: int, callers: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=1000, help="children per cohort")
-    parser.add_argument("--callers", type=int, default=8, help="concurrent callers")
-    args = parser.parse_args()
-    asyncio.run(main(args.size, args.callers))
+    asyncio.run(main(*size_and_callers(__doc__, "children per cohort", "concurrent callers")))
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())

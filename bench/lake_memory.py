@@ -23,10 +23,8 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -34,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _process import free_port, lake_pid, stop_group
+from _process import free_port, lake_pid, launch_serve, stop_group, wait_healthy
 
 from kinflow.storage.memory_guard import rss_mib
 
@@ -51,27 +49,10 @@ def article(mib: int) -> dict[str, Any]:
 
 
 def launch(data_dir: Path, port: int, budget: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "KINFLOW_DATA_DIR": str(data_dir), "KINFLOW_HOST": "127.0.0.1",
-           "KINFLOW_PORT": str(port), "KINFLOW_WORKER": "false",
-           "KINFLOW_EMBEDDED_MEMORY_MB": str(budget),
-           "KINFLOW_MAX_REQUEST_BYTES": str(64 * 1024 * 1024)}  # fmt: skip
-    env.pop("KINFLOW_MONGODB_URI", None)
-    env.pop("KINFLOW_API_TOKENS", None)
-    kinflow = str(Path(sys.executable).with_name("kinflow"))
-    with (data_dir / "serve.log").open("wb") as log:
-        return subprocess.Popen([kinflow, "serve", "--no-worker"], env=env, cwd=data_dir,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-async def wait_healthy(http: httpx.AsyncClient, process: subprocess.Popen[bytes]) -> None:
-    for _ in range(360):
-        if process.poll() is not None:
-            raise SystemExit(f"kinflow serve exited with {process.returncode}")
-        with contextlib.suppress(httpx.HTTPError):
-            if (await http.get("/healthz")).status_code == 200:
-                return
-        await asyncio.sleep(0.25)
-    raise SystemExit("kinflow serve did not become healthy")
+    """``kinflow serve`` without its worker, the lake's memory budget ``budget`` MiB."""
+    return launch_serve(data_dir, port, {
+        "KINFLOW_WORKER": "false", "KINFLOW_EMBEDDED_MEMORY_MB": str(budget),
+        "KINFLOW_MAX_REQUEST_BYTES": str(64 * 1024 * 1024)})
 
 
 class Sampler:
@@ -118,8 +99,8 @@ async def measure(writes: int, mib: int, budget: int, settle: float) -> None:
     port = free_port()
     process = launch(data_dir, port, budget)
     try:
+        await asyncio.to_thread(wait_healthy, f"http://127.0.0.1:{port}", process)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=120) as http:
-            await wait_healthy(http, process)
             sampler = Sampler(data_dir)
             before = sampler.sample()
             sampler.samples.clear()
