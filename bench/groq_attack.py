@@ -22,7 +22,7 @@ and the RSS growth.
 from __future__ import annotations
 
 import asyncio
-import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,25 +31,19 @@ from typing import Any
 import httpx
 from _process import free_port, launch_serve, rss_kib, stop_group, wait_healthy
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.reliability import groq_attacks as attack
+from tests.reliability.health_probe import HealthProbe, Sampling
+
 VIEWER = "bench-viewer-token-0123456789"
 OPERATOR = "bench-operator-token-0123456789"
 ADMIN = "bench-admin-token-0123456789"
 TOKENS = f"{VIEWER}=vera:viewer,{OPERATOR}=otto:operator,{ADMIN}=ada:admin"
 TIMEOUT = 2.0
-GROQ = "query($q: String!, $p: JSON) { groq(query: $q, params: $p) }"
-INTERSECTS = 'array::intersects(string::split($a, ""), string::split($b, ""))'
 PARAMS = {"a": "x" * 7000, "b": "y" * 7000}
-DOUBLING = "length(({\"a\": \"0123456789\"}" + "{\"a\": a + a}" * 24 + ").a)"
-HEAVY_WHERE = (f'array::intersects(string::split("{"x" * 4000}", ""), '
-               f'string::split("{"y" * 4000}", ""))')
-DEPLOY = "mutation($d: [JSON!]!) { deployDefinitions(definitions: $d) { warnings } }"
-START = """mutation($d: String!, $f: JSON) { startInstance(definition: $d, fields: $f)
-  { instance { id subworkflows { childId } } } }"""
-GO = 'mutation($i: ID!) { fireAction(instanceId: $i, activity: "go", action: "go") { changed } }'
-PAGE = """query($p: ID!, $w: CohortFilter) { cohort(parentId: $p, activity: "work") {
-  total page(where: $w) { nodes { rowKey } } } }"""
-FIRE_COHORT = """mutation($p: ID!, $w: CohortFilter) { fireCohort(parentId: $p,
-  activity: "work", childActivity: "task", action: "finish", where: $w) { matched } }"""
+PAGE = attack.cohort_page("work")
+FIRE_COHORT = attack.fire_cohort("work")
 
 
 def child() -> dict[str, Any]:
@@ -80,71 +74,18 @@ def spawning(name: str, for_each: str, first: str) -> dict[str, Any]:
                         "initialValue": {"type": "input"}}]}
 
 
-class Probe:
-    """``/healthz`` every 50 ms until stopped; each answer's latency."""
-
-    def __init__(self, base: str) -> None:
-        self.base = base
-        self.latencies: list[float] = []
-        self.slow: list[tuple[float, float]] = []  # (seconds into the probe, latency) > 200 ms
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> Probe:
-        self._task = asyncio.create_task(self._run())
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._stop.set()
-        assert self._task is not None
-        await self._task
-
-    async def _run(self) -> None:
-        first = time.perf_counter()
-        async with httpx.AsyncClient(timeout=60) as http:
-            while not self._stop.is_set():
-                began = time.perf_counter()
-                await http.get(f"{self.base}/healthz")
-                took = time.perf_counter() - began
-                self.latencies.append(took)
-                if took > 0.2:
-                    self.slow.append((round(began - first, 2), round(took, 3)))
-                await asyncio.sleep(0.05)
-
-    def summary(self) -> str:
-        ordered = sorted(self.latencies)
-        if not ordered:
-            return "no probes"
-        p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-        return (f"{len(ordered)} probes, p50 {statistics.median(ordered) * 1000:.0f} ms, "
-                f"p99 {p99 * 1000:.0f} ms, max {ordered[-1] * 1000:.0f} ms"
-                + (f" (over 200 ms at {self.slow} s into the probe)" if self.slow else ""))
-
-
-class RssSampler:
+class RssSampler(Sampling):
     """The server's RSS every 50 ms until stopped (KiB)."""
 
     def __init__(self, pid: int) -> None:
+        super().__init__()
         self.pid = pid
         self.samples: list[int] = []
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
-    async def __aenter__(self) -> RssSampler:
-        self._task = asyncio.create_task(self._run())
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._stop.set()
-        assert self._task is not None
-        await self._task
-
-    async def _run(self) -> None:
-        while not self._stop.is_set():
-            found = rss_kib(self.pid)
-            if found is not None:
-                self.samples.append(found)
-            await asyncio.sleep(0.05)
+    async def sample(self) -> None:
+        found = rss_kib(self.pid)
+        if found is not None:
+            self.samples.append(found)
 
 
 #: one client for every call (creating a client costs the bench's own loop tens of ms,
@@ -182,13 +123,13 @@ def serve(data_dir: Path, extra: dict[str, str]) -> tuple[Any, str]:
 
 async def default_bounds(base: str, pid: int) -> None:
     print("server A: KINFLOW_GROQ_TIMEOUT=2, other bounds at their defaults")
-    body, took = await call(base, VIEWER, GROQ, {"q": INTERSECTS, "p": PARAMS})
+    body, took = await call(base, VIEWER, attack.GROQ, {"q": attack.INTERSECTS, "p": PARAMS})
     print(f"  intersects 2 x 7,000 chars: {outcome(body)} in {took:.2f} s "
           f"(timeout {TIMEOUT:g} s)")
-    await call(base, VIEWER, GROQ, {"q": "count(*)"})
+    await call(base, VIEWER, attack.GROQ, {"q": "count(*)"})
     before = rss_kib(pid) or 0
-    async with RssSampler(pid) as rss, Probe(base) as probe:
-        body, took = await call(base, VIEWER, GROQ, {"q": DOUBLING})
+    async with RssSampler(pid) as rss, HealthProbe(base) as probe:
+        body, took = await call(base, VIEWER, attack.GROQ, {"q": attack.DOUBLING})
     peak = max(rss.samples, default=before)
     print(f"  24-stage doubling: {outcome(body)} in {took:.2f} s; API RSS {before / 1024:.0f} "
           f"MiB before, peak {peak / 1024:.0f} MiB (+{(peak - before) / 1024:.0f} MiB); "
@@ -197,28 +138,28 @@ async def default_bounds(base: str, pid: int) -> None:
 
 async def time_bound_only(base: str) -> None:
     print("server B: KINFLOW_GROQ_TIMEOUT=2, KINFLOW_GROQ_MAX_SCANNED=0 (only the deadline)")
-    await call(base, ADMIN, DEPLOY, {"d": [
+    await call(base, ADMIN, attack.DEPLOY, {"d": [
         child(), spawning("sp", '*[_type == "kinflow.definition"]._id', "spawn"),
         spawning("p", "$fields.items[].name", "start")]})
-    async with Probe(base) as idle:
+    async with HealthProbe(base) as idle:
         await asyncio.sleep(2)
     print(f"  idle /healthz: {idle.summary()}")
-    async with Probe(base) as alone:
+    async with HealthProbe(base) as alone:
         await asyncio.sleep(0.5)
-        spawned, spawn_took = await call(base, OPERATOR, START, {"d": "sp", "f": None})
+        spawned, spawn_took = await call(base, OPERATOR, attack.START, {"d": "sp", "f": None})
         await asyncio.sleep(0.5)
     print(f"  operator's spawning startInstance, no attack: {outcome(spawned)} in "
           f"{spawn_took:.2f} s; /healthz {alone.summary()}")
-    async with Probe(base) as probe:
-        body, took = await call(base, VIEWER, GROQ, {"q": INTERSECTS, "p": PARAMS})
+    async with HealthProbe(base) as probe:
+        body, took = await call(base, VIEWER, attack.GROQ, {"q": attack.INTERSECTS, "p": PARAMS})
     print(f"  intersects 2 x 7,000 chars: {outcome(body)} in {took:.2f} s; "
           f"/healthz {probe.summary()}")
-    async with Probe(base) as probe:
-        attacks = [asyncio.ensure_future(call(base, VIEWER, GROQ,
-                                              {"q": INTERSECTS, "p": PARAMS}))
+    async with HealthProbe(base) as probe:
+        attacks = [asyncio.ensure_future(call(base, VIEWER, attack.GROQ,
+                                              {"q": attack.INTERSECTS, "p": PARAMS}))
                    for _ in range(4)]
         await asyncio.sleep(0.5)
-        spawned, spawn_took = await call(base, OPERATOR, START, {"d": "sp", "f": None})
+        spawned, spawn_took = await call(base, OPERATOR, attack.START, {"d": "sp", "f": None})
         answers = await asyncio.gather(*attacks)
     rows = len(((spawned.get("data") or {}).get("startInstance") or {})
                .get("instance", {}).get("subworkflows") or [])
@@ -227,18 +168,18 @@ async def time_bound_only(base: str) -> None:
           f"answered after {', '.join(f'{t:.2f}' for _, t in answers)} s; operator's spawning "
           f"startInstance {outcome(spawned)} ({rows} children) in {spawn_took:.2f} s; "
           f"/healthz {probe.summary()}")
-    begun, _ = await call(base, OPERATOR, START,
+    begun, _ = await call(base, OPERATOR, attack.START,
                           {"d": "p", "f": {"items": [{"name": n} for n in "abcde"]}})
     parent_id = begun["data"]["startInstance"]["instance"]["id"]
-    await call(base, OPERATOR, GO, {"i": parent_id})
-    async with Probe(base) as probe:
+    await call(base, OPERATOR, attack.GO, {"i": parent_id})
+    async with HealthProbe(base) as probe:
         body, took = await call(base, VIEWER, PAGE, {"p": parent_id,
-                                                     "w": {"where": HEAVY_WHERE}})
+                                                     "w": {"where": attack.HEAVY_WHERE}})
     print(f"  cohort page(where:) on 5 rows: {outcome(body)} in {took:.2f} s; "
           f"/healthz {probe.summary()}")
-    async with Probe(base) as probe:
+    async with HealthProbe(base) as probe:
         body, took = await call(base, OPERATOR, FIRE_COHORT, {"p": parent_id,
-                                                              "w": {"where": HEAVY_WHERE}})
+                                                              "w": {"where": attack.HEAVY_WHERE}})
     print(f"  fireCohort(where:) on 5 rows: {outcome(body)} in {took:.2f} s; "
           f"/healthz {probe.summary()}")
 

@@ -30,6 +30,7 @@ from kinflow.groq import Budget
 from kinflow.http.app import create_app
 from kinflow.settings import Settings
 from tests.reliability.figures import record
+from tests.reliability.health_probe import HealthProbe
 from tests.support import free_port
 
 pytestmark = pytest.mark.lake
@@ -79,39 +80,6 @@ def seed_rows(lake_uri: str, database: str, count: int = 2030) -> None:
     client[database]["production"].insert_many(
         [{"_id": f"atk-{i:05d}", "_type": "atkrow", "n": i % 7} for i in range(count)])
     client.close()
-
-
-class HealthProbe:
-    """Polls /healthz every 50 ms until stopped; keeps each answer's latency."""
-
-    def __init__(self, base: str) -> None:
-        self.base = base
-        self.latencies: list[float] = []
-        self.statuses: list[int] = []
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> HealthProbe:
-        self._task = asyncio.create_task(self._run())
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._stop.set()
-        assert self._task is not None
-        await self._task
-
-    async def _run(self) -> None:
-        async with httpx.AsyncClient(timeout=60.0) as http:
-            while not self._stop.is_set():
-                started = time.perf_counter()
-                response = await http.get(f"{self.base}/healthz")
-                self.latencies.append(time.perf_counter() - started)
-                self.statuses.append(response.status_code)
-                await asyncio.sleep(0.05)
-
-    @property
-    def worst(self) -> float:
-        return max(self.latencies)
 
 
 async def post(base: str, token: str, query: str, variables: dict[str, Any]

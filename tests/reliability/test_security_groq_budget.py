@@ -1,6 +1,7 @@
-"""GROQ work a viewer used to get for free (issue 31, findings 1 and 2), replayed against a
-real server: pairwise comparisons, values built by doubling, cohort ``where`` filters
-evaluated row by row on the event loop, and an operator's spawn queued behind a viewer.
+"""GROQ work a viewer used to get for free (``tests/reliability/groq_attacks.py``),
+replayed against a real server: pairwise comparisons, values built by doubling, cohort
+``where`` filters evaluated row by row on the event loop, and an operator's spawn queued
+behind a viewer.
 
 A real uvicorn server on 127.0.0.1 in this test's event loop; ``/healthz`` is polled
 over real sockets while each attack runs. Bounds on time are generous hang guards;
@@ -22,9 +23,10 @@ from pymongo import MongoClient
 
 from kinflow.groq import pool
 from tests.engine.cohort_defs import child, items, parent
+from tests.reliability import groq_attacks as attack
+from tests.reliability.health_probe import HealthProbe
 from tests.reliability.test_security_groq import (
     HEALTHZ_BOUND,
-    HealthProbe,
     error,
     listening,
     post,
@@ -36,20 +38,8 @@ VIEWER = "viewer-token-groq-budget"
 OPERATOR = "operator-token-groq-budget"
 ADMIN = "admin-token-groq-budget"
 TOKENS = f"{VIEWER}=vera:viewer,{OPERATOR}=otto:operator,{ADMIN}=ada:admin"
-GROQ = "query($q: String!, $p: JSON) { groq(query: $q, params: $p) }"
-INTERSECTS = 'array::intersects(string::split($a, ""), string::split($b, ""))'
-DOUBLING = "length(({\"a\": \"0123456789\"}" + "{\"a\": a + a}" * 24 + ").a)"
-# a filter names its values literally: the same pairwise work, written into the query
-HEAVY_WHERE = (f'array::intersects(string::split("{"x" * 4000}", ""), '
-               f'string::split("{"y" * 4000}", ""))')
-DEPLOY = "mutation($d: [JSON!]!) { deployDefinitions(definitions: $d) { warnings } }"
-START = """mutation($d: String!, $f: JSON) { startInstance(definition: $d, fields: $f)
-  { instance { id subworkflows { childId } } } }"""
-GO = 'mutation($i: ID!) { fireAction(instanceId: $i, activity: "go", action: "go") { changed } }'
-PAGE = """query($p: ID!, $w: CohortFilter) { cohort(parentId: $p, activity: "translate") {
-  total page(where: $w) { nodes { rowKey } } } }"""
-FIRE_COHORT = """mutation($p: ID!, $w: CohortFilter) { fireCohort(parentId: $p,
-  activity: "translate", childActivity: "task", action: "finish", where: $w) { matched } }"""
+PAGE = attack.cohort_page("translate")
+FIRE_COHORT = attack.fire_cohort("translate")
 
 
 def serving(lake_uri: str, database: str, **overrides: Any
@@ -96,7 +86,7 @@ async def test_pairwise_work_is_refused_within_the_timeout_and_spawns_run_meanwh
 ) -> None:
     params = {"a": "x" * 7000, "b": "y" * 7000}
     async with serving(lake_uri, small_lake, groq_timeout=2) as base:
-        body, took = await post(base, VIEWER, GROQ, {"q": INTERSECTS, "p": params})
+        body, took = await post(base, VIEWER, attack.GROQ, {"q": attack.INTERSECTS, "p": params})
         refused = error(body)
         assert refused["code"] == "groq-limit-exceeded"
         assert refused["details"]["limit"] == "documents-scanned"  # charged before the work
@@ -104,13 +94,13 @@ async def test_pairwise_work_is_refused_within_the_timeout_and_spawns_run_meanwh
         print(f"intersects, default bounds: refused in {took:.2f} s")
     # no scan bound: only the deadline, checked inside the comparisons, stops it
     async with serving(lake_uri, small_lake, groq_timeout=2, groq_max_scanned=0) as base:
-        await post(base, ADMIN, DEPLOY, {"d": [spawning_from_the_lake(), child()]})
+        await post(base, ADMIN, attack.DEPLOY, {"d": [spawning_from_the_lake(), child()]})
         async with HealthProbe(base) as probe:
-            attacks = [asyncio.ensure_future(post(base, VIEWER, GROQ,
-                                                  {"q": INTERSECTS, "p": params}))
+            attacks = [asyncio.ensure_future(post(base, VIEWER, attack.GROQ,
+                                                  {"q": attack.INTERSECTS, "p": params}))
                        for _ in range(4)]
             await asyncio.sleep(0.5)  # the viewer's queries hold the callers' threads
-            started, spawn_took = await post(base, OPERATOR, START, {"d": "sp", "f": None})
+            started, spawn_took = await post(base, OPERATOR, attack.START, {"d": "sp", "f": None})
             answers = await asyncio.gather(*attacks)
         assert "errors" not in started, started
         instance = started["data"]["startInstance"]["instance"]
@@ -128,9 +118,9 @@ async def test_doubling_a_value_is_refused_before_the_memory_is_taken(
     lake_uri: str, database: str
 ) -> None:
     async with serving(lake_uri, database, groq_max_scanned=1000) as base:
-        await post(base, VIEWER, GROQ, {"q": "count(*)"})  # warm up before measuring
+        await post(base, VIEWER, attack.GROQ, {"q": "count(*)"})  # warm up before measuring
         before = rss_bytes()
-        body, took = await post(base, VIEWER, GROQ, {"q": DOUBLING})
+        body, took = await post(base, VIEWER, attack.GROQ, {"q": attack.DOUBLING})
         grown = rss_bytes() - before
     refused = error(body)
     assert refused["code"] == "groq-limit-exceeded"
@@ -152,19 +142,19 @@ async def test_a_cohort_filter_is_one_budget_off_the_event_loop(
 
     monkeypatch.setattr(pool.Lanes, "run", recording)
     async with serving(lake_uri, database, groq_timeout=2, groq_max_scanned=0) as base:
-        await post(base, ADMIN, DEPLOY, {"d": [parent(), child()]})
-        begun, _ = await post(base, OPERATOR, START,
+        await post(base, ADMIN, attack.DEPLOY, {"d": [parent(), child()]})
+        begun, _ = await post(base, OPERATOR, attack.START,
                               {"d": "p", "f": items("a", "b", "c", "d", "e")})
         parent_id = begun["data"]["startInstance"]["instance"]["id"]
-        await post(base, OPERATOR, GO, {"i": parent_id})
+        await post(base, OPERATOR, attack.GO, {"i": parent_id})
         ordinary, _ = await post(base, VIEWER, PAGE, {"p": parent_id,
                                                       "w": {"where": "rowKey == 'c'"}})
         assert ordinary["data"]["cohort"]["total"] == 5
         async with HealthProbe(base) as probe:
             body, took = await post(base, VIEWER, PAGE, {"p": parent_id,
-                                                         "w": {"where": HEAVY_WHERE}})
+                                                         "w": {"where": attack.HEAVY_WHERE}})
             fired, fire_took = await post(base, OPERATOR, FIRE_COHORT,
-                                          {"p": parent_id, "w": {"where": HEAVY_WHERE}})
+                                          {"p": parent_id, "w": {"where": attack.HEAVY_WHERE}})
         for answer in (body, fired):
             refused = error(answer)
             assert refused["code"] == "groq-limit-exceeded"
@@ -179,10 +169,10 @@ async def test_a_cohort_filter_is_one_budget_off_the_event_loop(
 
 async def test_parameters_are_bounded_in_size(lake_uri: str, database: str) -> None:
     async with serving(lake_uri, database, groq_max_params_bytes=10_000) as base:
-        body, _ = await post(base, VIEWER, GROQ, {"q": "$a", "p": {"a": "x" * 20_000}})
+        body, _ = await post(base, VIEWER, attack.GROQ, {"q": "$a", "p": {"a": "x" * 20_000}})
         refused = error(body)
         assert refused["code"] == "groq-limit-exceeded"
         assert refused["details"]["limit"] == "params-bytes"
         assert refused["details"]["maxParamsBytes"] == 10_000
-        fine, _ = await post(base, VIEWER, GROQ, {"q": "length($a)", "p": {"a": "x" * 100}})
+        fine, _ = await post(base, VIEWER, attack.GROQ, {"q": "length($a)", "p": {"a": "x" * 100}})
         assert fine == {"data": {"groq": 100}}
