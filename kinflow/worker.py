@@ -65,6 +65,7 @@ from kinflow.engine.leases import LEASE_TYPE, Leases, prepare_engine_side
 from kinflow.engine.parking import PARKED_INDEXES, Parked, Parking, permanent
 from kinflow.engine.reactions import follow_content_changes
 from kinflow.engine.retention import Purger
+from kinflow.engine.stamps import Stamps
 from kinflow.errors import KinflowError
 from kinflow.observability import work
 from kinflow.timestamps import iso, parse_iso
@@ -157,6 +158,7 @@ class Worker:
         self.retention_days = retention_days  # KINFLOW_RETENTION_DAYS; definitions may override
         self.retention_interval = retention_interval
         self.purger = Purger(self.lake, engine.dataset, faults=engine.faults)
+        self._stamps = Stamps(self.lake, engine.dataset)
         self._retained_at: float | None = None
         self._ready = False
 
@@ -417,6 +419,8 @@ class Worker:
             {**_INSTANCE, "propagateTo": {"$gt": ""}}, dataset=self.engine.dataset,
             projection={"propagateTo": 1, "_updatedAt": 1},
         )
+        found += [{"propagateTo": doc.get("parent"), "_updatedAt": doc.get("_updatedAt")}
+                  for doc in await self._stamps.parents()]  # group commits' (engine/stamps.py)
         skip = set(seen)
         parents: list[str] = []
         for doc in found:
@@ -429,6 +433,7 @@ class Worker:
     async def _owed_parent(self, parent_id: str, stale: str) -> bool:
         found = await self.lake.find({**_INSTANCE, "propagateTo": parent_id},
                                      dataset=self.engine.dataset, projection={"_updatedAt": 1})
+        found += await self._stamps.owed_to(parent_id)
         return any(_older(doc, stale) for doc in found)
 
     async def _effects(self, instance_id: str) -> None:

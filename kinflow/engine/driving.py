@@ -36,6 +36,7 @@ from kinflow.engine.group import Grouper
 from kinflow.engine.indexes import INSTANCES
 from kinflow.engine.materialise import existing_ids
 from kinflow.engine.propagation import Propagator, Reaction
+from kinflow.engine.stamps import Stamps
 from kinflow.engine.transact import Gather, Planner, Transactor
 from kinflow.observability import engine as observing
 
@@ -87,13 +88,15 @@ class Driver:
         """One cascade hop that first stamps what the instance's children did."""
 
         async def gather(state: Instance, session: AsyncClientSession) -> list[Observation]:
-            return await self._gather_children(state, session, check_missing)
+            return await self._gather_children(state, session, check_missing,
+                                               stamps=check_missing or name == "propagate")
 
         return await self.transact.commit(instance_id, verbs.plan_hop, verb=name, actor=actor,
                                           gather=gather)
 
     async def _gather_children(self, state: Instance, session: AsyncClientSession,
-                               check_missing: bool) -> list[Observation]:
+                               check_missing: bool, *, stamps: bool = False
+                               ) -> list[Observation]:
         """Children owing this instance a stamp, and (on a tick) live rows whose child is gone.
 
         Reads only the children that changed (their ``propagateTo`` names this
@@ -106,6 +109,8 @@ class Driver:
         owed = await t.lake.find({**INSTANCES, "propagateTo": state.id_}, dataset=t.dataset,
                                  session=session,
                                  projection=observing.with_trace(OBSERVATION_FIELDS))
+        if stamps or state.subworkflows:  # and those a group commit noted (engine/stamps.py)
+            owed += await Stamps(t.lake, t.dataset).children(state.id_, owed, session)
         observing.observed(owed)  # traced: this commit links to the commits that owed them
         seen = [Observation.of(doc) for doc in owed]
         if sparse.is_sparse(state):  # counted from the summary; walked only if one is gone
@@ -153,7 +158,7 @@ class Driver:
         if instance.owesCancels:  # a cancellation (or onExit: cancel) owes requests
             instance = await self.drain_cancels(instance, actor)
         if propagate:
-            await self.after(instance)
+            await self.after(instance, first.instance)
         return OperationResult(instance, changed, moves, instance.nextEvaluationAt)
 
     async def _settle(self, mutation: Mutation, actor: Actor) -> bool:
@@ -167,12 +172,15 @@ class Driver:
         self.transact.faults.check("before-batch-stamp")
         return True
 
-    async def after(self, instance: Instance) -> None:
-        """A child whose parent is owed a stamp asks for a propagation round."""
-        if instance.propagateTo is None:
+    async def after(self, instance: Instance, first: Instance | None = None) -> None:
+        """A child whose parent is owed a stamp asks for a propagation round: by its hint,
+        or by the hint of the verb's ``first`` commit (a group commit keeps it in memory
+        only, engine/stamps.py, so a hop after it does not read it back)."""
+        parent = instance.propagateTo or (first.propagateTo if first is not None else None)
+        if parent is None:
             return
         self.transact.faults.check("before-propagation")
-        await self.propagator.request(instance.propagateTo)
+        await self.propagator.request(parent)
 
     async def round(self, parent_id: str) -> Reaction:
         """One propagation round: stamp the parent's rows, cascade it, propagate further.
@@ -188,6 +196,7 @@ class Driver:
             await t.lake.update_many({**INSTANCES, "propagateTo": parent_id},
                                      {"$unset": {"propagateTo": "", "propagateToken": ""}},
                                      dataset=t.dataset, now=t.clock())  # fmt: skip
+            await Stamps(t.lake, t.dataset).drop(parent_id)
             return Reaction(live=0)
         instance = result.instance
         live = live_count(instance)

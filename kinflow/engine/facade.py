@@ -42,6 +42,7 @@ from kinflow.engine.reads import DeployOutcome, Reader
 from kinflow.engine.registration import Registrar
 from kinflow.engine.retention import Purger
 from kinflow.engine.rowstore import RowStore
+from kinflow.engine.stamps import Stamps
 from kinflow.engine.transact import Clock, Planner, Transactor
 from kinflow.errors import DocumentExists
 from kinflow.observability import engine as observing
@@ -96,6 +97,7 @@ class Engine:
         await self.lake.declare_indexes(ENGINE_INDEXES)
         await self.lake.ensure_dataset(self.dataset)
         await self.transact.rows.prepare()
+        await Stamps(self.lake, self.dataset).prepare()
         self._ready = True
 
     def register_handler(self, name: str, handler: drain.EffectHandler) -> None:
@@ -200,7 +202,7 @@ class Engine:
                                   lambda s, c: operator_verbs.plan_abort(s, verb, c), cascade=False)
         # a retried abort of a terminal instance still drains and propagates
         instance = await self.driver.drain_condemned(result.instance, actor)
-        await self.driver.after(instance)
+        await self.driver.after(instance, result.instance)
         result.instance = instance
         return result
 

@@ -44,6 +44,7 @@ from kinflow.core.context import Actor
 from kinflow.core.errors import InstanceNotFound
 from kinflow.core.mutation import Mutation
 from kinflow.core.state import INSTANCE_TYPE, Instance, parse_instance
+from kinflow.engine.stamps import Owed, Stamps, write_member
 from kinflow.engine.transact import Planner, Transactor, heavy
 from kinflow.errors import KinflowError, RevisionConflict
 from kinflow.observability import engine as observing
@@ -212,11 +213,13 @@ class Grouper:
                 continue
             member.mutation = mutation
             planned.append((member, state))
+        owed: Owed = {}  # parent -> members owing it a stamp (engine/stamps.py)
         for member, state in planned:
             assert member.mutation is not None
             with grouping.writing(member.traced, len(planned)):  # its span, in its trace
                 if member.mutation.dirty:
-                    await t.write(member.mutation, state.rev_, session, now)
+                    await write_member(t, member.mutation, state, session, now, owed)
+        await Stamps(t.lake, t.dataset).owe(owed, session, now)
 
 
 def _bind(planner: Planner, state: Instance) -> Callable[..., Mutation]:

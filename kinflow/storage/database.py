@@ -48,9 +48,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 RETRY_PAUSE = 0.05  # seconds between tries of an operation a planned restart cut off
 Document = dict[str, Any]
-SIDE_KINDS = frozenset({"rows", "engine"})
+SIDE_KINDS = frozenset({"rows", "engine", "stamps"})
 """The kinds of side collection: ``rows`` (cohort registry rows), ``engine`` (leases and
-other engine bookkeeping)."""
+other engine bookkeeping), ``stamps`` (stamps the children of a group commit owe their
+parents, engine/stamps.py)."""
 
 
 def side_name(dataset: str, kind: str) -> str:
