@@ -1,4 +1,5 @@
-"""What the benchmarks share: a lake to measure on, a rate loop, a ratio table.
+"""What the benchmarks share: a lake to measure on, an engine on a fresh database of it, a rate
+loop, a ratio table.
 
 Benchmarks run as scripts (``python bench/<name>.py``), so this module is imported
 as a sibling: ``from _harness import ...``.
@@ -10,14 +11,19 @@ import argparse
 import asyncio
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from contextlib import contextmanager
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from kinflow.engine import Engine
+from kinflow.settings import Settings
+from kinflow.storage import Lake
+from kinflow.storage.connect import make_client
 from kinflow.storage.embedded import EmbeddedLake
 
 Rows = list[tuple[str, float, float]]
@@ -47,6 +53,25 @@ def lake_uri(uri: str | None, *, sync_on_commit: bool = True) -> Iterator[str]:
         yield daemon.start()
     finally:
         daemon.stop()
+
+
+@asynccontextmanager
+async def engine_on_a_fresh_database(uri: str, definitions: list[dict[str, Any]]
+                                     ) -> AsyncIterator[Engine]:
+    """A ready engine on a database of its own (``bench_<random>``) of the lake at ``uri``,
+    ``definitions`` deployed; the database is dropped afterwards."""
+    settings = Settings(mongodb_uri=uri, operation_timeout=600.0)
+    client = make_client(uri, settings)
+    lake = Lake(client, f"bench_{uuid.uuid4().hex[:8]}", operation_timeout=600.0)
+    try:
+        await lake.ensure_dataset()
+        engine = Engine(lake)
+        await engine.ensure_ready()
+        await engine.deploy(definitions)
+        yield engine
+    finally:
+        await client.drop_database(lake.database)
+        await client.close()
 
 
 async def rate(op: Callable[[int], Awaitable[None]], tasks: int, seconds: float) -> float:

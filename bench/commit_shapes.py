@@ -46,13 +46,11 @@ from pathlib import Path
 from typing import Any
 
 from _cohort_definitions import CHILD, PARENT
+from _harness import engine_on_a_fresh_database
 from _spy_summary import start_recording, stop_recording
 from pymongo import monitoring
 
-from kinflow.engine import Engine
-from kinflow.settings import Settings
 from kinflow.storage import Lake
-from kinflow.storage.connect import make_client
 from kinflow.storage.embedded import EmbeddedLake
 
 
@@ -83,14 +81,9 @@ async def run(uri: str, pid: int, seconds: float, tasks: int, spy: Path | None,
               watch: str) -> None:
     capture = Capture()
     monitoring.register(capture)
-    settings = Settings(mongodb_uri=uri, operation_timeout=600.0)
-    client = make_client(uri, settings)
-    lake = Lake(client, f"bench_{uuid.uuid4().hex[:8]}", operation_timeout=600.0)
-    try:
-        await lake.ensure_dataset()
-        engine = Engine(lake)
-        await engine.ensure_ready()
-        await engine.deploy([CHILD, PARENT])
+    async with engine_on_a_fresh_database(uri, [CHILD, PARENT]) as engine:
+        lake = engine.lake
+        client = lake.client
         for n in range(2):
             await lake.create({"_id": f"item-{n}", "_type": "bench-item"})
         await engine.start_instance("bench-parent")
@@ -166,9 +159,6 @@ async def run(uri: str, pid: int, seconds: float, tasks: int, spy: Path | None,
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
-    finally:
-        await client.drop_database(lake.database)
-        await client.close()
 
 
 async def drain_changes(lake: Lake, lookup: bool, opened: asyncio.Event) -> None:

@@ -17,18 +17,14 @@ import asyncio
 import os
 import statistics
 import time
-import uuid
 from typing import Any
 
-from _harness import lake_uri
+from _harness import engine_on_a_fresh_database, lake_uri
 
 from kinflow.core.readmodel import roots_filter
 from kinflow.core.state import INSTANCE_TYPE
-from kinflow.engine import Engine
 from kinflow.schema import listing
-from kinflow.settings import Settings
 from kinflow.storage import Lake
-from kinflow.storage.connect import make_client
 
 PAGE = 50
 
@@ -64,14 +60,8 @@ async def timed(lake: Lake, query: dict[str, Any], order: listing.Order, reads: 
 
 
 async def run(uri: str, roots: int, children: int, reads: int) -> None:
-    settings = Settings(mongodb_uri=uri, operation_timeout=600.0)
-    client = make_client(uri, settings)
-    lake = Lake(client, f"bench_{uuid.uuid4().hex[:8]}", operation_timeout=600.0)
-    try:
-        await lake.ensure_dataset()
-        engine = Engine(lake)
-        await engine.ensure_ready()
-        await engine.deploy(definitions(children))
+    async with engine_on_a_fresh_database(uri, definitions(children)) as engine:
+        lake = engine.lake
         started = time.perf_counter()
         for _ in range(roots):
             await engine.start_instance("listing-root")
@@ -86,9 +76,6 @@ async def run(uri: str, roots: int, children: int, reads: int) -> None:
                 median, slowest = await timed(lake, query, order, reads)
                 print(f"  {label:15} {name:14} page of {PAGE}: median {median:6.1f} ms, "
                       f"slowest {slowest:6.1f} ms")
-    finally:
-        await client.drop_database(lake.database)
-        await client.close()
 
 
 def main() -> None:

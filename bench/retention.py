@@ -16,18 +16,14 @@ import argparse
 import asyncio
 import os
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from _harness import lake_uri
+from _harness import engine_on_a_fresh_database, lake_uri
 
 from kinflow.core.retention import PurgeFilter
 from kinflow.engine import Engine
 from kinflow.engine.retention import Purger
-from kinflow.settings import Settings
-from kinflow.storage import Lake
-from kinflow.storage.connect import make_client
 from kinflow.timestamps import iso
 
 
@@ -60,14 +56,8 @@ async def finish_family(engine: Engine, root: str) -> int:
 
 
 async def run(uri: str, families: int) -> None:
-    settings = Settings(mongodb_uri=uri, operation_timeout=600.0)
-    client = make_client(uri, settings)
-    lake = Lake(client, f"bench_{uuid.uuid4().hex[:8]}", operation_timeout=600.0)
-    try:
-        await lake.ensure_dataset()
-        engine = Engine(lake)
-        await engine.ensure_ready()
-        await engine.deploy(FAMILY)
+    async with engine_on_a_fresh_database(uri, FAMILY) as engine:
+        lake = engine.lake
         instances = 0
         for _ in range(families):
             root = (await engine.start_instance("purge-root")).instance.id_
@@ -83,9 +73,6 @@ async def run(uri: str, families: int) -> None:
             print(f"  {'dry run' if dry_run else 'purge'}: {counts.roots:,} families, "
                   f"{counts.instances:,} instances in {took:.2f} s "
                   f"({counts.roots / took:,.0f} families/s)")
-    finally:
-        await client.drop_database(lake.database)
-        await client.close()
 
 
 def main() -> None:
