@@ -14,7 +14,7 @@ do, then call ``move``.
 from __future__ import annotations
 
 from kinflow.core import cancellation
-from kinflow.core.cohort import outcomes
+from kinflow.core.cohort import counts, outcomes, sparse
 from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.conditions import Outcome, Renderer
 from kinflow.core.context import PlanContext
@@ -123,6 +123,8 @@ def condemn_on_exit(
         for action in activity.actions or []
         if action.spawn is not None and action.spawn.onExit in ("abort", "cancel")
     }
+    if not rules or (sparse.is_sparse(instance) and not _unfinished(instance, exited.key_)):
+        return  # (a sparse registry is walked only when the summary counts a row to condemn)
     for index, row in enumerate(instance.subworkflows):
         rule = rules.get((row.activity, row.action))
         if rule is None or row.stageEntry != exited.key_:
@@ -139,3 +141,10 @@ def condemn_on_exit(
             reason=f'stage "{exited.name}" exited with the child still live (onExit: "abort" '
             f'on action "{row.action}" of activity "{row.activity}")',
         ))
+
+
+def _unfinished(instance: Instance, visit: str) -> bool:
+    """Whether a cohort spawned in ``visit`` has a row not finished, by its counts."""
+    return any(int(n) and not name.startswith(("done:", "aborted:", "cancelled:"))
+               for entry in counts.live_summary(instance) if entry.get("stageEntry") == visit
+               for name, n in entry.get("counts", {}).items())

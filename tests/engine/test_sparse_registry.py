@@ -99,7 +99,7 @@ def stamped_once(p: Instance) -> None:
 async def test_a_windowed_cohort_runs_to_completion_reading_a_few_chunks_per_commit(
         engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sparse, "KEPT_CHUNKS", 3)  # of 7: the kept state is bounded
-    engine = sparse_engine(engine)
+    engine = sparse_engine(engine, chunks=3)  # and a commit that walked them is refused
     pid = await started(engine)
     stored = await engine.document(pid)
     assert stored is not None and stored["rowCount"] == ROWS and stored["historyCount"] > ROWS
