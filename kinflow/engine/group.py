@@ -13,7 +13,9 @@ ordinary commit (``Transactor.commit``), unchanged.
 
 A group of two or more is one transaction: one ``find`` of every member's
 instance by ``$in``, then each member planned on its own state at one clock
-reading, then each member's write. Each member keeps its own semantics:
+reading, then the members' writes (their updates in one statement, the stamps
+they owe their parents in one document per parent: engine/group_writes.py). Each
+member keeps its own semantics:
 
 * **fencing**: every member's instance is read in the transaction's snapshot,
   so a commit on it since makes the member's write a write conflict;
@@ -44,11 +46,13 @@ from kinflow.core.context import Actor
 from kinflow.core.errors import InstanceNotFound
 from kinflow.core.mutation import Mutation
 from kinflow.core.state import INSTANCE_TYPE, Instance, parse_instance
-from kinflow.engine.stamps import Owed, Stamps, write_member
-from kinflow.engine.transact import Planner, Transactor, heavy
+from kinflow.engine.group_writes import write_batch, write_member
+from kinflow.engine.stamps import Owed, Stamps
+from kinflow.engine.transact import BATCHED, Batch, Planner, Transactor, heavy
 from kinflow.errors import KinflowError, RevisionConflict
 from kinflow.observability import engine as observing
 from kinflow.observability import grouping
+from kinflow.observability.switch import ON
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.client_session import AsyncClientSession
@@ -214,11 +218,17 @@ class Grouper:
             member.mutation = mutation
             planned.append((member, state))
         owed: Owed = {}  # parent -> members owing it a stamp (engine/stamps.py)
-        for member, state in planned:
-            assert member.mutation is not None
-            with grouping.writing(member.traced, len(planned)):  # its span, in its trace
-                if member.mutation.dirty:
-                    await write_member(t, member.mutation, state, session, now, owed)
+        batch: Batch = []  # their updates, one statement (engine/group_writes.py)
+        batching = BATCHED.set(None if ON.tracing else batch)
+        try:
+            for member, state in planned:
+                assert member.mutation is not None
+                with grouping.writing(member.traced, len(planned)):  # its span, its trace
+                    if member.mutation.dirty:
+                        await write_member(t, member.mutation, state, session, now, owed)
+        finally:
+            BATCHED.reset(batching)
+        await write_batch(t, batch, session, now)
         await Stamps(t.lake, t.dataset).owe(owed, session, now)
 
 

@@ -29,8 +29,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from kinflow.core.cohort.observe import OBSERVATION_FIELDS
-from kinflow.core.mutation import Mutation
-from kinflow.core.state import Instance
 from kinflow.engine.ids import random_token
 from kinflow.observability import engine as observing
 from kinflow.storage.database import side_name
@@ -39,8 +37,6 @@ from kinflow.storage.lake import Lake
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.client_session import AsyncClientSession
-
-    from kinflow.engine.transact import Transactor
 
 STAMPS = "stamps"
 STAMP_TYPE = "kinflow.stamps"
@@ -129,22 +125,3 @@ def _document(parent: str, children: list[tuple[str, str | None]]) -> dict[str, 
         document["traces"] = traces
     return document
 
-
-async def write_member(t: Transactor, mutation: Mutation, state: Instance,
-                       session: AsyncClientSession, now: datetime, owed: Owed) -> None:
-    """A group member's write. A stamp it newly owes its parent is noted in ``owed``
-    (the group writes one document per parent) instead of on its own document, so
-    the round that honours it need not write the child again; the instance in
-    memory keeps the hint (the driver asks its parent for a round by it)."""
-    instance = mutation.instance
-    parent, token = instance.propagateTo, instance.propagateToken
-    if parent is None or token is None or token == state.propagateToken:
-        await t.write(mutation, state.rev_, session, now)
-        return
-    instance.propagateTo, instance.propagateToken = state.propagateTo, state.propagateToken
-    try:
-        await t.write(mutation, state.rev_, session, now)
-    finally:
-        instance.propagateTo, instance.propagateToken = parent, token
-    # traced, the member's commit span is current here (grouping.writing)
-    owed.setdefault(parent, []).append((instance.id_, observing.traceparent()))

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -72,6 +73,9 @@ IO_ROUNDS = 32
 # which would stall every request the process serves meanwhile
 HEAVY_PARTS = 512
 CLEARS_PER_STATEMENT = 64  # honoured stamps cleared per lake statement
+Batch = list[tuple[Mutation, dict[str, Any], list[dict[str, Any]]]]
+BATCHED: ContextVar[Batch | None] = ContextVar("kinflow_batched_updates", default=None)
+"""Set by a group commit: instance updates to send in one statement (mutation, ops, filters)."""
 _KEPT_HEAVY = 8  # heavy instances (cohort parents) kept parsed between commits, by _rev
 
 
@@ -390,6 +394,10 @@ class Transactor:
             # targeted: only what changed (a cohort parent is never rewritten whole)
             update, filters = targeted_update(mutation, document)
             sizes.check_write(mutation, document, update)
+            batched = BATCHED.get()  # a group's members: one statement (engine/group_writes.py)
+            if update and batched is not None and not (is_heavy or mutation.instance.rowCount):
+                batched.append((mutation, update, filters))
+                update = {}
             if update:
                 # Fenced by the transaction, not by the filter: the instance was read
                 # in this transaction's snapshot, so a write committed since makes

@@ -236,6 +236,32 @@ class Lake(LakeDatabase):
                 )
         return rev
 
+    async def update_each(
+        self,
+        updates: Sequence[tuple[str, Mapping[str, Any], Sequence[Mapping[str, Any]] | None]],
+        *,
+        dataset: str | None = None,
+        session: AsyncClientSession | None = None,
+        now: datetime | None = None,
+    ) -> list[str]:
+        """Several ``update`` calls by ``_id`` (``(id, operators, array_filters)``) in one
+        round trip and one statement of the lake; returns each document's new ``_rev``.
+        A document missing raises ``RevisionConflict`` (the ones before it are written:
+        for transactions, which then abort)."""
+        revs = [new_rev() for _ in updates]
+        ops = [pymongo.UpdateOne({"_id": doc_id}, _stamped_operators(update, rev, now),
+                                 array_filters=list(filters) if filters else None)
+               for (doc_id, update, filters), rev in zip(updates, revs, strict=True)]
+        if not ops:
+            return []
+        async with self.operation("update"):
+            result = await self.collection(dataset).bulk_write(ops, session=session,
+                                                               ordered=True)
+        if result.matched_count != len(ops):
+            raise RevisionConflict("a document of a batched update is missing",
+                                   ids=[doc_id for doc_id, _, _ in updates])
+        return revs
+
     async def update_many(
         self,
         filter_: Mapping[str, Any],
