@@ -1,5 +1,5 @@
-"""Spans through the SDK's in-memory exporter: operation -> verb -> commit -> lake, and the
-link from a child's spans to the spawn that created it."""
+"""Spans through the SDK's in-memory exporter: operation -> verb -> commit -> lake, the
+link from a child's spans to the spawn that created it, and the parent's round to the child."""
 
 from __future__ import annotations
 
@@ -49,3 +49,15 @@ def test_one_child_fire_is_one_trace_linked_to_its_spawn(
     assert creator.context.trace_id != trace_id  # the spawn's own trace
     (spawn_operation,) = [s for s in spawned if s.name == "mutation startInstance"]
     assert spawn_operation.context.trace_id == creator.context.trace_id
+
+    # the parent's round (a trace of its own) links to the child's commit that owed it
+    rounds = [s for s in fired if s.name == "round propagate"]
+    assert rounds and all(r.parent is None and r.context.trace_id != trace_id for r in rounds)
+    in_rounds = {r.context.trace_id for r in rounds}
+    observed = {(link.context.trace_id, link.context.span_id) for s in fired
+                if s.context.trace_id in in_rounds and s.name.startswith("commit ")
+                for link in s.links
+                if link.attributes and link.attributes.get("kinflow.link") == "observed"}
+    owing = {(s.context.trace_id, s.context.span_id) for s in in_trace
+             if s.name.startswith("commit ")}
+    assert observed and observed <= owing
