@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kinflow.core.state import Instance
-from tests.reliability.cleanup_handler import runs
+from tests.reliability.effect_log import runs
 from tests.reliability.invariants import Ledger
 from tests.reliability.journal import Journal
 

@@ -25,6 +25,7 @@ import httpx
 from websockets.asyncio.client import connect
 
 from kinflow.engine import Engine
+from tests.reliability.effect_log import runs
 
 LINES = ("a", "b", "c")
 HANDLER = Path(__file__).with_name("ship_handler.py")
@@ -221,16 +222,6 @@ async def drive(apis: Apis, clients: int, seconds: float, tally: Tally) -> None:
     await asyncio.gather(*watchers)
 
 
-def effect_runs(log: Path) -> dict[str, list[int]]:
-    """Each ``ship`` effect key with the pids of the processes that ran it."""
-    runs: dict[str, list[int]] = {}
-    if log.exists():
-        for line in log.read_text().splitlines():
-            key, pid = line.rsplit(" ", 1)
-            runs.setdefault(key, []).append(int(pid))
-    return runs
-
-
 async def check_orders(engine: Engine, tally: Tally, log: Path,
                        killed: set[int]) -> dict[str, int]:
     """Nothing acknowledged lost, no child stamped twice, no effect run twice.
@@ -255,14 +246,14 @@ async def check_orders(engine: Engine, tally: Tally, log: Path,
         for child, n in resolved.items():
             assert n == 1, f"{doc['_id']}: child {child} stamped {n} times"
         stamps += sum(resolved.values())
-    runs = effect_runs(log)
-    twice = {key: pids for key, pids in runs.items() if len(pids) > 1}
+    ran_by = runs(log)
+    twice = {key: pids for key, pids in ran_by.items() if len(pids) > 1}
     for key, pids in twice.items():
         assert pids[0] in killed, f"effect {key} ran {len(pids)} times (pids {pids})"
     shipped = [d for d in docs.values() if d.get("definition") == "order"
                and d.get("currentStage") == "shipped"]
-    ran = {key.split(":", 1)[0] for key in runs}
+    ran = {key.split(":", 1)[0] for key in ran_by}
     for doc in shipped:
         assert str(doc["_id"]) in ran, f"{doc['_id']} shipped but its ship effect never ran"
-    return {"instances": len(docs), "stamps": stamps, "effects": len(runs),
+    return {"instances": len(docs), "stamps": stamps, "effects": len(ran_by),
             "effects_rerun_after_kill": len(twice), "shipped": len(shipped)}

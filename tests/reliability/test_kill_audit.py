@@ -16,7 +16,7 @@ import pytest
 from kinflow.engine import Engine
 from kinflow.storage import Lake
 from tests.engine.invariants import all_instances
-from tests.reliability import cleanup_handler
+from tests.reliability import cleanup_handler, effect_log
 from tests.reliability.family import PING, Shape, definitions, seats
 from tests.reliability.invariants import InvariantViolation, Ledger, settle
 from tests.reliability.journal import Journal
@@ -92,7 +92,7 @@ async def test_a_cleanup_run_twice_by_a_live_process_is_seen(lake: Lake, tmp_pat
                                                              ) -> None:
     log = tmp_path / "log"
     engine, _, _ = await booking(lake, log)
-    ran = cleanup_handler.runs(log)
+    ran = effect_log.runs(log)
     assert len(ran) == 3 and all(len(pids) == 1 for pids in ran.values())
     ledger = Ledger()
     instances = await ledger.check(engine, random.Random(1))
