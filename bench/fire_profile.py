@@ -36,17 +36,12 @@ from typing import Any
 import httpx
 from _cohort_definitions import CHILD, PARENT
 from _profile_categories import categorise
+from cohort_api import DEPLOY, FIRE, PUT, START
 from pymongo import monitoring
 
 from kinflow.http.app import create_app
 from kinflow.settings import Settings
 
-DEPLOY = "mutation($d: [JSON!]!) { deployDefinitions(definitions: $d) { warnings } }"
-PUT = "mutation($d: JSON!) { putDocument(document: $d) }"
-START = ('mutation { startInstance(definition: "bench-parent") '
-         "{ instance { id currentStage } } }")
-FIRE = ("mutation($id: ID!) { fireAction(instanceId: $id, activity: \"task\", "
-        "action: \"finish\") { instance { status } } }")
 CHILDREN = "*[_type == 'kinflow.instance' && pinnedVersion > 0 && definition == 'bench-child']._id"
 FLOOR = "query { __typename }"
 BACKGROUND = frozenset({"getMore", "hello", "isMaster", "ismaster", "endSessions", "ping"})
