@@ -170,18 +170,42 @@ async def test_the_time_bound_refuses_a_query_with_its_figures(
         print(f"time bound: refused after {took:.2f} s")
 
 
-async def test_a_client_that_hangs_up_stops_the_query(
-    lake_uri: str, database: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    budgets: list[Budget] = []
+@pytest.fixture
+def budgets(monkeypatch: pytest.MonkeyPatch) -> list[Budget]:
+    """Every GROQ budget handed out while the test runs, in order."""
+    found: list[Budget] = []
     original = Limits.groq_budget
 
     def recording(self: Limits, **kwargs: Any) -> Budget:
         budget = original(self, **kwargs)
-        budgets.append(budget)
+        found.append(budget)
         return budget
 
     monkeypatch.setattr(Limits, "groq_budget", recording)
+    return found
+
+
+async def under_way(budgets: list[Budget]) -> Budget:
+    """The first budget, once its query has visited 20,000 elements (within a minute)."""
+    for _ in range(1200):
+        if budgets and budgets[0].scanned > 20_000:
+            break
+        await asyncio.sleep(0.05)
+    assert budgets and budgets[0].scanned > 20_000, "the query never started"
+    return budgets[0]
+
+
+async def until_stopped(budget: Budget) -> None:
+    """Until the budget's query stopped, for at most 30 seconds."""
+    for _ in range(600):
+        if budget.stopped is not None:
+            return
+        await asyncio.sleep(0.05)
+
+
+async def test_a_client_that_hangs_up_stops_the_query(
+    lake_uri: str, database: str, budgets: list[Budget]
+) -> None:
     seed_rows(lake_uri, database)
     # no documents-scanned bound, a far deadline: only the hang-up can stop this early
     async with listening(lake_uri, database, groq_max_scanned=0, groq_timeout=300) as base:
@@ -193,19 +217,11 @@ async def test_a_client_that_hangs_up_stops_the_query(
                      b"Authorization: Bearer " + VIEWER.encode() + b"\r\n"
                      b"Content-Length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload)
         await writer.drain()
-        for _ in range(1200):  # until the evaluation is under way
-            if budgets and budgets[0].scanned > 20_000:
-                break
-            await asyncio.sleep(0.05)
-        assert budgets and budgets[0].scanned > 20_000, "the query never started"
+        budget = await under_way(budgets)
         writer.close()
         with contextlib.suppress(ConnectionError):
             await writer.wait_closed()
-        budget = budgets[0]
-        for _ in range(600):
-            if budget.stopped is not None:
-                break
-            await asyncio.sleep(0.05)
+        await until_stopped(budget)
         assert budget.cancelled
         assert budget.stopped == "cancelled"  # not the deadline, not a scan limit
         assert budget.scanned < 2030 ** 3 // 10
@@ -217,17 +233,8 @@ async def test_a_client_that_hangs_up_stops_the_query(
 
 @pytest.mark.parametrize("leave", ["complete", "close"])
 async def test_a_websocket_operation_completed_or_dropped_stops_the_query(
-    lake_uri: str, database: str, monkeypatch: pytest.MonkeyPatch, leave: str
+    lake_uri: str, database: str, budgets: list[Budget], leave: str
 ) -> None:
-    budgets: list[Budget] = []
-    original = Limits.groq_budget
-
-    def recording(self: Limits, **kwargs: Any) -> Budget:
-        budget = original(self, **kwargs)
-        budgets.append(budget)
-        return budget
-
-    monkeypatch.setattr(Limits, "groq_budget", recording)
     seed_rows(lake_uri, database)
     async with listening(lake_uri, database, groq_max_scanned=0, groq_timeout=300) as base:
         url = base.replace("http://", "ws://") + "/graphql"
@@ -238,20 +245,12 @@ async def test_a_websocket_operation_completed_or_dropped_stops_the_query(
             assert json.loads(await ws.recv())["type"] == "connection_ack"
             await ws.send(json.dumps({"id": "q1", "type": "subscribe", "payload": {
                 "query": GROQ, "variables": {"q": NESTED}}}))
-            for _ in range(1200):
-                if budgets and budgets[0].scanned > 20_000:
-                    break
-                await asyncio.sleep(0.05)
-            assert budgets and budgets[0].scanned > 20_000, "the query never started"
+            budget = await under_way(budgets)
             if leave == "complete":
                 await ws.send(json.dumps({"id": "q1", "type": "complete"}))
             else:
                 await ws.close()
-            budget = budgets[0]
-            for _ in range(600):
-                if budget.stopped is not None:
-                    break
-                await asyncio.sleep(0.05)
+            await until_stopped(budget)
         assert budget.cancelled and budget.stopped == "cancelled"
         print(f"websocket {leave}: stopped after {budget.scanned} elements visited")
 
