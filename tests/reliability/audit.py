@@ -23,10 +23,13 @@ from kinflow.storage.embedded import EmbeddedLake
 from tests.reliability.family import open_lake
 from tests.reliability.invariants import Ledger, settle
 from tests.reliability.orders import Tally, check_orders
-from tests.reliability.procs import Fleet
+from tests.reliability.procs import STOP_LIMIT, Fleet
 from tests.reliability.ship_handler import register
 
 LATER = timedelta(minutes=10)
+ALLOWED = {"lake-unavailable", "concurrent-modification", "action-disabled"}
+"""The refusals a client of a multi-process run may see: the lake or a process going away,
+a race another client won, an action no longer enabled."""
 
 
 async def settle_and_check(uri: str, effect_log: Path, tally: Tally, killed: set[int],
@@ -56,3 +59,14 @@ async def audit(fleet: Fleet, tally: Tally, seed: int) -> dict[str, Any]:
         return await settle_and_check(uri, fleet.effect_log, tally, fleet.killed, seed)
     finally:
         await asyncio.to_thread(daemon.stop)
+
+
+def assert_the_run_held(tally: Tally, fleet: Fleet) -> None:
+    """What every multi-process run must show: clients refused only with ``ALLOWED`` codes,
+    no watcher told of an internal error, every process stopped in time, an order shipped,
+    no process logging an internal error."""
+    assert set(tally.codes) <= ALLOWED, f"unexpected refusals: {tally.codes}"
+    assert "internal-error" not in tally.watch_errors
+    assert max(fleet.stop_seconds.values()) < STOP_LIMIT, fleet.stop_seconds
+    assert tally.shipped, "no order shipped"
+    assert not fleet.logs_mention("internal error"), "a process logged an internal error"
