@@ -32,7 +32,7 @@ from _cohort_definitions import CHILD, windowed_parent
 
 from kinflow.core import verbs
 from kinflow.core.cohort.observe import Observation, live_rows
-from kinflow.core.context import Actor, PlanContext, query_key
+from kinflow.core.context import Actor, NeedsRowBatch, PlanContext, RowBatch, query_key
 from kinflow.core.state import Instance
 from kinflow.define.expand import expand_definition
 from kinflow.define.models import WorkflowDefinition
@@ -67,8 +67,16 @@ class Contexts:
 
 
 def spawned(rows: int, max_active: int, contexts: Contexts) -> Instance:
+    """The parent after its spawn, every row registered in the spawn's one batch."""
     verb = verbs.StartInstance(stored(windowed_parent(max_active)), {}, "instance.parent")
-    return verbs.plan_start(verb, contexts.next()).instance
+    while True:
+        try:
+            return verbs.plan_start(verb, contexts.next()).instance
+        except NeedsRowBatch as need:  # a windowed forEach registers in batches
+            items = contexts.results[query_key(need.request.query, need.request.params)]
+            contexts.results[need.cache_key] = RowBatch(
+                rows=list(items), last=items[-1] if items else None, done=True,
+                at=START.isoformat())
 
 
 def rounds(parent: Instance, contexts: Contexts, finished: int, count: int) -> list[float]:
