@@ -55,7 +55,8 @@ class Contexts:
             (CHILD["name"], None): child, (CHILD["name"], 1): child}
         query = windowed_parent(1)["stages"][0]["activities"][0]["actions"][0]["spawn"][
             "forEach"]
-        self.results = {query_key(query, {}): [f"bench-item.{i}" for i in range(rows)]}
+        self.results: dict[str, Any] = {
+            query_key(query, {}): [f"bench-item.{i}" for i in range(rows)]}
         self.keys = itertools.count()
         self.moments = itertools.count()
 
