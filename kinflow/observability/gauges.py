@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 from kinflow.core.owing import ANY_OWED, FIELD, FLAGS, holds
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.observability.metrics import REGISTRY
+from kinflow.storage.database import side_name
 from kinflow.storage.memory_guard import rss_mib
 from kinflow.timestamps import iso
 
@@ -95,6 +96,9 @@ class Watched:
             "propagate": await lake.count({**instance, "propagateTo": {"$gt": ""}},
                                           dataset=dataset),
         }
+        noted = await lake.find({}, dataset=side_name(dataset, "stamps"),  # a group's children
+                                projection={"children": 1})  # (engine/stamps.py)
+        backlog["propagate"] += sum(len(doc.get("children") or ()) for doc in noted)
         owing = await lake.find({**instance, **ANY_OWED}, dataset=dataset,
                                 projection={"_id": 1, FIELD: 1})
         for flag in FLAGS:
