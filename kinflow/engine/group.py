@@ -24,10 +24,13 @@ member keeps its own semantics:
   or whose instance is missing gets that error and writes nothing, the others
   commit. A member that needs more than the simple shape (a heavy instance,
   registry rows, children to create, stamps to clear, a second member on the
-  same instance) runs alone after the group. When the group's transaction
-  fails for any reason (a write conflict on one member, a refused write, the
-  lake gone), nobody gets that failure: every member runs again alone, as an
-  ordinary commit with its own retries. So a conflict in one member never
+  same instance) runs alone after the group; the process remembers such a
+  cohort parent (the last ``SOLO``), and its later verbs skip the queue and
+  commit at once, so a verb on a parent never waits behind a group of
+  children. When the group's transaction fails for any reason (a write
+  conflict on one member, a refused write, the lake gone), nobody gets that
+  failure: every member runs again alone, as an ordinary commit with its own
+  retries. So a conflict in one member never
   fails another, and a refused one leaves the others applied.
 
 Traced, each member keeps a ``commit <verb>`` span in its caller's trace, linked to
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -59,6 +63,7 @@ if TYPE_CHECKING:
 
 SIZE = 16  # members of one group at most
 FLIGHTS = 2  # group transactions of one process in flight at once
+SOLO = 1024  # instances remembered as needing a commit of their own (cohort parents)
 
 
 @dataclass(eq=False)
@@ -90,10 +95,16 @@ class Grouper:
     flying: int = 0
     groups: int = 0  # group transactions committed (for benchmarks)
     grouped: int = 0  # members committed in them
+    solo: OrderedDict[str, None] = field(default_factory=OrderedDict)  # known parents
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def commit(self, instance_id: str, planner: Planner, *, verb: str, actor: Actor
                      ) -> Mutation:
+        if instance_id in self.solo:
+            # a cohort parent: a group would only read it and run it alone after the
+            # group's transaction, so it commits at once beside the flights
+            self.solo.move_to_end(instance_id)
+            return await self.transact.commit(instance_id, planner, verb=verb, actor=actor)
         if self.flying < self.flights and not self.queue:
             # nobody to share with: the ordinary commit, no waiting
             self.flying += 1
@@ -109,6 +120,12 @@ class Grouper:
         self.queue.append(member)
         self._launch()
         return await member.done
+
+    def _remember_solo(self, instance_id: str) -> None:
+        self.solo[instance_id] = None
+        self.solo.move_to_end(instance_id)
+        while len(self.solo) > SOLO:
+            self.solo.popitem(last=False)
 
     def _launch(self) -> None:
         """Start a group from the queue while a flight is free."""
@@ -202,6 +219,7 @@ class Grouper:
             state = parse_instance(document)
             if state.rowCount or heavy(state) or member.instance_id in t.kept:
                 member.alone = True  # a cohort parent: its own commit reads its rows
+                self._remember_solo(member.instance_id)
                 continue
             try:
                 mutation = await t.plan(_bind(member.planner, state), member.actor, session,

@@ -104,3 +104,35 @@ async def test_a_conflict_in_one_member_never_fails_another(engine: Engine,
     assert all(r.changed for r in results)
     assert await counts(engine, ids) == [1] * 10
     assert poisoned["left"] == 0
+
+
+SPAWNER = simple("spawner", [
+    {"name": "a", "activities": [{"name": "w", "actions": [
+        {"name": "fan", "spawn": {"forEach": "['x', 'y']", "definition": {"name": "counter"}}},
+        {"name": "bump", "ops": [{"type": "field.inc", "target": "n"}]},
+        {"name": "stop", "status": "done"}]}],
+     "transitions": [{"name": "t", "to": "b", "when": "$allActivitiesDone"}]},
+    {"name": "b"},
+], fields=[{"name": "n", "type": "number", "initialValue": {"type": "literal", "value": 0}}])
+
+
+async def test_a_known_cohort_parent_commits_without_waiting_for_a_flight(engine: Engine
+                                                                         ) -> None:
+    grouper, ids = await grouped(engine, 16)
+    await engine.deploy([SPAWNER])
+    parent = (await engine.start_instance("spawner")).instance.id_
+    await engine.fire_action(parent, "w", "fan")
+    for _ in range(20):  # until a group reads the parent and leaves it alone
+        await asyncio.gather(*(engine.fire_action(i, "w", "bump") for i in ids),
+                             engine.fire_action(parent, "w", "bump"))
+        if parent in grouper.solo:
+            break
+    assert parent in grouper.solo
+    bumped = (await engine.get_instance(parent)).fields[0].value
+    grouper.flying = grouper.flights  # every flight busy: a queued verb would wait
+    try:
+        await asyncio.wait_for(engine.fire_action(parent, "w", "bump"), 30)
+    finally:
+        grouper.flying = 0
+    assert (await engine.get_instance(parent)).fields[0].value == bumped + 1
+    assert not grouper.queue
