@@ -334,6 +334,8 @@ class Engine:
     # ------------------------------------------------------------ subworkflows
 
     async def _after_commit(self, mutation: Mutation) -> None:
+        if mutation.instance.rowCount and self.driver.grouper is not None:
+            self.driver.grouper.remember_solo(mutation.instance.id_)  # its verbs skip groups
         await self.materialiser.after_commit(mutation)
         await self.registrar.after_commit(mutation)
 

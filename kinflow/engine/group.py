@@ -24,13 +24,13 @@ member keeps its own semantics:
   or whose instance is missing gets that error and writes nothing, the others
   commit. A member that needs more than the simple shape (a heavy instance,
   registry rows, children to create, stamps to clear, a second member on the
-  same instance) runs alone after the group; the process remembers such a
-  cohort parent (the last ``SOLO``), and its later verbs skip the queue and
-  commit at once, so a verb on a parent never waits behind a group of
-  children. When the group's transaction fails for any reason (a write
-  conflict on one member, a refused write, the lake gone), nobody gets that
-  failure: every member runs again alone, as an ordinary commit with its own
-  retries. So a conflict in one member never
+  same instance) runs alone after the group. The process remembers cohort
+  parents (the last ``SOLO`` it committed or found in a group): their verbs
+  skip the queue and commit at once, so a verb on a parent never waits
+  behind a group of children. When the group's transaction fails for any
+  reason (a write conflict on one member, a refused write, the lake gone),
+  nobody gets that failure: every member runs again alone, as an ordinary
+  commit with its own retries. So a conflict in one member never
   fails another, and a refused one leaves the others applied.
 
 Traced, each member keeps a ``commit <verb>`` span in its caller's trace, linked to
@@ -121,7 +121,8 @@ class Grouper:
         self._launch()
         return await member.done
 
-    def _remember_solo(self, instance_id: str) -> None:
+    def remember_solo(self, instance_id: str) -> None:
+        """``instance_id`` is a cohort parent: its verbs commit at once, never grouped."""
         self.solo[instance_id] = None
         self.solo.move_to_end(instance_id)
         while len(self.solo) > SOLO:
@@ -219,7 +220,7 @@ class Grouper:
             state = parse_instance(document)
             if state.rowCount or heavy(state) or member.instance_id in t.kept:
                 member.alone = True  # a cohort parent: its own commit reads its rows
-                self._remember_solo(member.instance_id)
+                self.remember_solo(member.instance_id)
                 continue
             try:
                 mutation = await t.plan(_bind(member.planner, state), member.actor, session,
