@@ -73,14 +73,7 @@ async def verb(name: str, instance_id: str, work: Awaitable[T]) -> T:
     failure: BaseException | None = None
     try:
         if ON.tracing:
-            with tracing.tracer().start_as_current_span(
-                    f"verb {name}", attributes={"kinflow.verb": name,
-                                                "kinflow.instance_id": instance_id}) as span:
-                held = VERB.set(VerbSpan(span))
-                try:
-                    return await work
-                finally:
-                    VERB.reset(held)
+            return await _spanned(f"verb {name}", name, instance_id, work)
         return await work
     except BaseException as exc:
         failure = exc
@@ -100,18 +93,24 @@ async def propagation_round(parent_id: str, work: Awaitable[T]) -> T:
     tokens = context.enter_instance(parent_id)
     try:
         if ON.tracing:
-            with tracing.tracer().start_as_current_span(
-                    "round propagate", context=otel_context.Context(),
-                    attributes={"kinflow.verb": "propagate",
-                                "kinflow.instance_id": parent_id}) as span:
-                held = VERB.set(VerbSpan(span))
-                try:
-                    return await work
-                finally:
-                    VERB.reset(held)
+            return await _spanned("round propagate", "propagate", parent_id, work,
+                                  otel_context.Context())
         return await work
     finally:
         context.leave_instance(tokens)
+
+
+async def _spanned(span_name: str, verb_name: str, instance_id: str, work: Awaitable[T],
+                   parent: otel_context.Context | None = None) -> T:
+    """Await ``work`` under a verb's span (``parent``: an empty context starts a trace)."""
+    with tracing.tracer().start_as_current_span(
+            span_name, context=parent, attributes={"kinflow.verb": verb_name,
+                                                   "kinflow.instance_id": instance_id}) as span:
+        held = VERB.set(VerbSpan(span))
+        try:
+            return await work
+        finally:
+            VERB.reset(held)
 
 
 class CommitWatch:
