@@ -146,7 +146,7 @@ def test_a_pointer_outside_or_to_a_missing_file_is_found() -> None:
     bad = [
         "# see " + "GRAPHQL" + ".md, section 3",
         "# the rule: " + "engine" + "-model " + "\u00a7" + "5.11",
-        "# read /wo" + "rk/shared/design/notes.md",
+        "# read /wo" + "rk/sha" + "red/des" + "ign/notes.md",
         "# see docs/no-such-page.md",
         "# see docs/api.md#no-such-section",
         "# the planner lives in core/no_such_module.py",
