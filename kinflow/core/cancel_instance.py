@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kinflow.core import cancellation
+from kinflow.core.cohort import sweep
 from kinflow.core.commit import Commit
 from kinflow.core.context import PlanContext
 from kinflow.core.errors import ActionDisabled
@@ -66,7 +67,10 @@ def begin(commit: Commit, reason: str | None) -> None:
     m.cancelDeadline = cancellation.deadline(m, definition, ctx)
     record(m, ctx, "cancelRequested", stage=m.currentStage, reason=reason,
            actor=ctx.actor.to_json())
-    cancellation.apply_on_cancel(m, definition, ctx)
+    if sweep.pages(m):  # a sparse parent: a page of chunks per commit (core/cohort/sweep.py)
+        sweep.begin(m, ctx, sweep.CANCEL)
+    else:
+        cancellation.apply_on_cancel(m, definition, ctx)
     target = definition.stage(definition.cancelStage) if definition.cancelStage else None
     if target is None:
         entry = m.open_entry()

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from kinflow.core.cohort import outcomes, window
-from kinflow.core.cohort.chunks import replace_row
+from kinflow.core.cohort import counts as cohort_counts
+from kinflow.core.cohort import outcomes, sparse, tallies, window
+from kinflow.core.cohort.chunks import REPLACED, replace_row
 from kinflow.core.context import PlanContext, iso
 from kinflow.core.history import record
 from kinflow.core.state import AbortPending, Instance, SubworkflowEntry
@@ -74,23 +75,30 @@ def request_row(instance: Instance, ctx: PlanContext, index: int, reason: str) -
 def apply_on_cancel(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext
                     ) -> None:
     """Give every live row of a cancelling instance its spawn's ``onCancel`` policy."""
-    for index, row in enumerate(instance.subworkflows):
-        if not _untouched(row):
-            continue
-        policy = on_cancel(definition, row)
-        if policy == ABORT:
-            if row.queued:
-                window.skip(instance, ctx, index, detail=window.SKIPPED)
-            else:
-                replace_row(instance, index, abortPending=AbortPending(
-                    at=ctx.now_iso, reason=f'{PARENT_CANCELLED} (onCancel: "abort")'))
-        elif policy == DETACH:
-            if row.queued:
-                window.skip(instance, ctx, index, detail=window.SKIPPED, cancelled=True)
-            else:
-                replace_row(instance, index, detached=True)
+    for index in range(len(instance.subworkflows)):
+        on_cancel_row(instance, definition, ctx, index)
+
+
+def on_cancel_row(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
+                  index: int) -> None:
+    """Give row ``index`` its spawn's ``onCancel`` policy, unless one acted on it."""
+    row = instance.subworkflows[index]
+    if not _untouched(row):
+        return
+    policy = on_cancel(definition, row)
+    if policy == ABORT:
+        if row.queued:
+            window.skip(instance, ctx, index, detail=window.SKIPPED)
         else:
-            request_row(instance, ctx, index, PARENT_CANCELLED)
+            replace_row(instance, index, abortPending=AbortPending(
+                at=ctx.now_iso, reason=f'{PARENT_CANCELLED} (onCancel: "abort")'))
+    elif policy == DETACH:
+        if row.queued:
+            window.skip(instance, ctx, index, detail=window.SKIPPED, cancelled=True)
+        else:
+            replace_row(instance, index, detached=True)
+    else:
+        request_row(instance, ctx, index, PARENT_CANCELLED)
 
 
 def owed(instance: Instance) -> list[SubworkflowEntry]:
@@ -111,6 +119,42 @@ def settled(row: SubworkflowEntry) -> bool:
     return row.resolved is not None or bool(row.detached)
 
 
+DETACHED = "detached"
+"""``owedChunks`` key: unresolved rows a cancellation detached (core/cohort/sweep.py)."""
+
+
+def detached(row: SubworkflowEntry) -> int:
+    return 1 if row.resolved is None and row.detached else 0
+
+
+def all_settled(instance: Instance) -> bool:
+    """Whether every row is settled; a parent paging its rows (core/cohort/sweep.py)
+    answers from its counts: no sweep left, and its only unresolved rows detached."""
+    if not (sparse.is_sparse(instance) and instance.owedChunks is not None):
+        return all(settled(row) for row in instance.subworkflows)
+    if instance.sweeps:
+        return False
+    unresolved = sum(int(n) for entry in cohort_counts.live_summary(instance)
+                     for key, n in (entry.get("counts") or {}).items()
+                     if tallies.split(key)[0] not in ("done", "aborted", "cancelled"))
+    return unresolved == detached_now(instance)
+
+
+def detached_now(instance: Instance) -> int:
+    """Unresolved detached rows of a paging parent as this plan has them: the stored
+    count corrected by the rows it replaced or appended (as ``counts.live_summary``)."""
+    n = int((instance.owedChunks or {}).get(DETACHED) or 0)
+    replaced = instance._derived.get(REPLACED)
+    changes = replaced[1] if replaced is not None and replaced[0] == id(instance) else {}
+    rows, base = instance.subworkflows, instance.rowCount or 0
+    for place, old in changes.items():
+        if place < base:
+            n += detached(rows[place]) - detached(old)
+    for place in range(base, len(rows)):
+        n += detached(rows[place])
+    return n
+
+
 def stage_finished(instance: Instance, definition: WorkflowDefinition) -> bool:
     """No cancel stage (the visit was left), or the cancel stage led to a terminal stage."""
     if instance.open_entry() is None:
@@ -123,7 +167,7 @@ def conclude(instance: Instance, definition: WorkflowDefinition, ctx: PlanContex
     """CANCELLING -> CANCELLED when the cancel stage finished and every row is settled."""
     if not instance.cancelling or not stage_finished(instance, definition):
         return False
-    if not all(settled(row) for row in instance.subworkflows):
+    if not all_settled(instance):
         return False
     instance.cancelledAt = instance.completedAt = ctx.now_iso
     instance.result = outcomes.cancelled()

@@ -43,6 +43,7 @@ from kinflow.core.cohort import (
     settlement,
     sparse,
     spawn,
+    sweep,
     tallies,
     window,
 )
@@ -222,6 +223,8 @@ class Commit:
                                                 [doc["chunk"] for doc in rows.chunks])
             fold_aggregates(m, self.definition, self.rows_base,  # in the same commit
                             [doc["chunk"] for doc in rows.chunks], CHUNK)
+            sweep.keep_owed(m, self.rows_base, [doc["chunk"] for doc in rows.chunks],
+                            self.ctx.limits.sparse_rows)  # where owed rows are
         m._derived.pop(REPLACED, None)  # the summary follows the rows now (cohort/counts.py)
         if m.subworkflows:
             m.rowCount = len(m.subworkflows)
@@ -310,7 +313,10 @@ def finalise(m: Instance, definition: WorkflowDefinition, ctx: PlanContext) -> N
             due = slot
     m.nextEvaluationAt = iso(due) if due is not None else None
     m.watch = reference_ids(m)
-    if sparse.is_sparse(m):  # a row changes only in a chunk held: look there, unless owed
+    if sweep.pages(m):  # the chunks holding owed rows are kept (core/cohort/sweep.py)
+        m.owesAborts = True if sweep.owes(m, sweep.ABORTS) else None
+        m.owesCancels = True if sweep.owes(m, sweep.CANCELS) else None
+    elif sparse.is_sparse(m):  # a row changes only in a chunk held: look there, unless owed
         held = [row for _, row in sparse.held_rows(m)]
         m.owesAborts = True if (m.owesAborts and condemned(m)) or any(
             r.resolved is None and r.abortPending is not None for r in held) else None

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kinflow.core import effects as fx
-from kinflow.core.cohort import admission, window
+from kinflow.core.cohort import admission, sweep, window
 from kinflow.core.cohort import budget as failure_budget
-from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.commit import Commit
 from kinflow.core.context import PlanContext
 from kinflow.core.errors import (
@@ -32,7 +31,7 @@ from kinflow.core.ledger import is_replay, remember
 from kinflow.core.mutation import Mutation
 from kinflow.core.ops import set_activity_status
 from kinflow.core.stages import move
-from kinflow.core.state import TERMINAL_ACTIVITY, AbortPending, Instance
+from kinflow.core.state import TERMINAL_ACTIVITY, Instance
 from kinflow.define.models import WorkflowDefinition
 from kinflow.errors import InvalidInput
 
@@ -69,14 +68,24 @@ def close_aborted(m: Instance, ctx: PlanContext, reason: str | None) -> None:
     entry = m.open_entry()
     if entry is not None:
         entry.exitedAt = ctx.now_iso
-    for index, row in enumerate(m.subworkflows):
-        if row.resolved is None and row.abortPending is None and not row.detached:
-            replace_row(m, index, abortPending=AbortPending(at=ctx.now_iso,
-                                                            reason="parent instance aborted"))
+    if sweep.pages(m):  # a page of chunks per commit (core/cohort/sweep.py)
+        sweep.begin(m, ctx, sweep.ABORT, reason=sweep.PARENT_ABORTED)
+    else:
+        for index in range(len(m.subworkflows)):
+            sweep.abort_row(m, index, sweep.PARENT_ABORTED, ctx.now_iso)
     fx.cancel_all(m, ctx)
     record(m, ctx, "aborted", stage=m.currentStage, reason=reason,
            actor=ctx.actor.to_json())
     m.completedAt = m.abortedAt = ctx.now_iso
+
+
+def plan_sweep_page(state: Instance, ctx: PlanContext, at_most: int) -> Mutation:
+    """Condemn the next page of a sparse parent's first sweep (core/cohort/sweep.py); the
+    result is the chunks it paged. An engine commit, never refused for size."""
+    commit = Commit(state, ctx, engine=True)
+    commit.size_limit = None
+    paged = sweep.page(commit.m, commit.definition, ctx, at_most)
+    return commit.finish(result=paged)
 
 
 @dataclass(slots=True)

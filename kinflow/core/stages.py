@@ -13,15 +13,12 @@ do, then call ``move``.
 
 from __future__ import annotations
 
-from kinflow.core import cancellation
-from kinflow.core.cohort import counts, outcomes, sparse
-from kinflow.core.cohort.chunks import replace_row
+from kinflow.core.cohort import counts, outcomes, sparse, sweep
 from kinflow.core.conditions import Outcome, Renderer
 from kinflow.core.context import PlanContext
 from kinflow.core.fields import materialise
 from kinflow.core.history import record
 from kinflow.core.state import (
-    AbortPending,
     ActivityEntry,
     FilterEvaluation,
     Instance,
@@ -115,32 +112,14 @@ def condemn_on_exit(
 ) -> None:
     """Owe an abort to every live child of an ``onExit: abort`` spawn bound to ``exited``,
     and a cancel request to those of an ``onExit: cancel`` spawn (not waited for)."""
-    stage = definition.stage(exited.name)
-    activities = (stage.activities or []) if stage is not None else []
-    rules = {
-        (activity.name, action.name): action.spawn.onExit
-        for activity in activities
-        for action in activity.actions or []
-        if action.spawn is not None and action.spawn.onExit in ("abort", "cancel")
-    }
+    rules = sweep.exit_rules(definition, exited.name)
     if not rules or (sparse.is_sparse(instance) and not _unfinished(instance, exited.key_)):
         return  # (a sparse registry is walked only when the summary counts a row to condemn)
-    for index, row in enumerate(instance.subworkflows):
-        rule = rules.get((row.activity, row.action))
-        if rule is None or row.stageEntry != exited.key_:
-            continue
-        if row.resolved is not None or row.abortPending is not None:
-            continue
-        if rule == "cancel":
-            cancellation.request_row(instance, ctx, index, (
-                f'stage "{exited.name}" exited with the child still live (onExit: "cancel" '
-                f'on action "{row.action}" of activity "{row.activity}")'))
-            continue
-        replace_row(instance, index, abortPending=AbortPending(
-            at=ctx.now_iso,
-            reason=f'stage "{exited.name}" exited with the child still live (onExit: "abort" '
-            f'on action "{row.action}" of activity "{row.activity}")',
-        ))
+    if sweep.pages(instance):  # a page of chunks per commit (core/cohort/sweep.py)
+        sweep.begin(instance, ctx, sweep.EXIT, stage=exited.name, visit=exited.key_)
+        return
+    for index in range(len(instance.subworkflows)):
+        sweep.exit_row(instance, ctx, index, rules, exited.name, exited.key_)
 
 
 def _unfinished(instance: Instance, visit: str) -> bool:

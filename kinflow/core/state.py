@@ -290,6 +290,10 @@ class Instance(Part):
     rowPlace: int | None = None  # a spawned child's place in its parent's registry
     cohorts: list[CohortWindow] | None = None  # operators' cohort settings (updateCohort)
     cohortRows: list[dict[str, Any]] | None = None  # per-cohort counts (core/cohort/tallies.py)
+    # a parent that is or may load sparse: the chunks holding rows owed an abort or a cancel
+    # request, and whole-cohort condemnations still to page (core/cohort/sweep.py)
+    owedChunks: dict[str, Any] | None = None
+    sweeps: list[dict[str, Any]] | None = None
     startedAt: str
     lastChangedAt: str
     completedAt: str | None = None

@@ -12,12 +12,12 @@ step of the crash windows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kinflow.core import cancellation, operator_verbs, verbs
 from kinflow.core.cancel_instance import CancelInstance, plan_cancel
-from kinflow.core.cohort import sparse, window
+from kinflow.core.cohort import sparse, sweep, window
 from kinflow.core.cohort.observe import (
     FINISHED,
     OBSERVATION_FIELDS,
@@ -31,7 +31,8 @@ from kinflow.core.context import Actor, PlanContext
 from kinflow.core.errors import ActionDisabled, CascadeLimit, InstanceNotFound
 from kinflow.core.mutation import Mutation
 from kinflow.core.readmodel import live_children_filter
-from kinflow.core.state import Instance
+from kinflow.core.state import Instance, SubworkflowEntry
+from kinflow.engine import sweeps
 from kinflow.engine.group import Grouper
 from kinflow.engine.indexes import INSTANCES
 from kinflow.engine.materialise import existing_ids
@@ -209,15 +210,23 @@ class Driver:
         if sparse.is_sparse(instance):  # its flag is exact: walk the rows only when owed
             if not instance.owesAborts:
                 return instance
+            if sweep.pages(instance):  # a page of chunks at a time (engine/sweeps.py)
+                return await sweeps.drain_aborts(self, instance, actor, visited)
             instance = await self.transact.walkable(instance)
-        rows = condemned(instance)
+        return await self.abort_rows(instance, [(None, row) for row in condemned(instance)],
+                                     actor, visited)
+
+    async def abort_rows(self, instance: Instance, rows: list[tuple[int | None, SubworkflowEntry]],
+                         actor: Actor, visited: set[str] | None = None) -> Instance:
+        """Abort the children of condemned ``rows`` (with their places when known),
+        depth-first, then stamp the rows in one commit of ``instance``."""
         if not rows:
             return instance
         t = self.transact
         t.faults.check("before-drain")
         visited = visited if visited is not None else set()
         visited.add(instance.id_)
-        for row in rows:
+        for _, row in rows:
             child_id = row.child_id
             if child_id in visited:
                 continue
@@ -233,7 +242,8 @@ class Driver:
             except InstanceNotFound:
                 continue
             await self.drain_condemned(aborted.instance, actor, visited)
-        gather = self._observing([row.child_id for row in rows])
+        t.faults.check("before-drain-stamp")  # children aborted, rows not stamped yet
+        gather = self._observing(rows)
         try:
             stamped = await t.commit(instance.id_, verbs.plan_observe, verb="drain", actor=actor,
                                      gather=gather)
@@ -241,17 +251,20 @@ class Driver:
             return instance
         return stamped.instance
 
-    def _observing(self, ids: list[str]) -> Gather:
-        """A commit's read of ``ids`` in its transaction: one observation per child, a
-        missing one for a child that is gone (the drains' stamps resolve its row)."""
+    def _observing(self, rows: list[tuple[int | None, SubworkflowEntry]]) -> Gather:
+        """A commit's read of the rows' children in its transaction: one observation per
+        child, a missing one for a child that is gone (the drains' stamps resolve its row,
+        found by its place when known: a sparse parent reads only that chunk)."""
         t = self.transact
+        ids = [row.child_id for _, row in rows]
 
         async def gather(state: Instance, session: AsyncClientSession) -> list[Observation]:
             found = await t.lake.find({"_id": {"$in": ids}}, dataset=t.dataset,
                                       session=session, projection=OBSERVATION_FIELDS)
             by_id = {str(doc["_id"]): doc for doc in found}
-            return [Observation.of(by_id[i]) if i in by_id else Observation.missing(i)
-                    for i in ids]
+            return [Observation.of(by_id[row.child_id]) if row.child_id in by_id
+                    else replace(Observation.missing(row.child_id), place=place)
+                    for place, row in rows]
 
         return gather
 
@@ -267,13 +280,21 @@ class Driver:
         if sparse.is_sparse(instance):
             if not instance.owesCancels:
                 return instance
+            if sweep.pages(instance):  # a page of chunks at a time (engine/sweeps.py)
+                return await sweeps.drain_cancels(self, instance, actor)
             instance = await self.transact.walkable(instance)
-        rows = cancellation.owed(instance)
+        return await self.cancel_rows(
+            instance, [(None, row) for row in cancellation.owed(instance)], actor)
+
+    async def cancel_rows(self, instance: Instance,
+                          rows: list[tuple[int | None, SubworkflowEntry]], actor: Actor
+                          ) -> Instance:
+        """Ask the children of ``rows`` to cancel, then stamp the rows in one hop."""
         if not rows:
             return instance
         t = self.transact
         t.faults.check("before-cancel-children")
-        for row in rows:
+        for _, row in rows:
             assert row.cancelPending is not None
             verb = CancelInstance(row.cancelPending.reason)
 
@@ -287,7 +308,7 @@ class Driver:
                 continue  # gone or finished meanwhile: the stamp below resolves its row
             await self.cascade(told, actor, propagate=False)
         t.faults.check("before-cancel-stamp")
-        gather = self._observing([row.child_id for row in rows])
+        gather = self._observing(rows)
         try:
             stamped = await t.commit(instance.id_, verbs.plan_hop, verb="cancelStamp",
                                      actor=actor, gather=gather)

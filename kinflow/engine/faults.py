@@ -22,6 +22,8 @@ POINTS = frozenset({
     "before-batch-stamp",  # window 4: children settled, parent rows not stamped
     "before-propagation",  # window 5: a child's commit landed, the parent not told
     "before-drain",  # window 6: rows condemned, owed aborts not carried out
+    "before-drain-stamp",  # condemned rows' children aborted, the rows not stamped yet
+    "mid-sweep",  # a sparse parent's sweep condemned a page of rows, not the next one
     "before-cancel-children",  # a cancellation committed, its children not asked yet
     "before-cancel-stamp",  # children asked to cancel (some already CANCELLED), rows unstamped
     "mid-materialise",  # a large cohort registered, some children not created yet
@@ -38,19 +40,27 @@ class Faults:
 
     armed: dict[str, int] = field(default_factory=dict)
     hits: dict[str, int] = field(default_factory=dict)
+    passes: dict[str, int] = field(default_factory=dict)  # reaches let through first
 
-    def arm(self, point: str, times: int = 1) -> None:
+    def arm(self, point: str, times: int = 1, *, after: int = 0) -> None:
+        """Raise at ``point`` the next ``times`` it is reached, once ``after`` reaches of
+        it went through (a crash at the third page of a drain, say)."""
         if point not in POINTS:
             raise ValueError(f"unknown fault point {point!r}")
         self.armed[point] = times
+        self.passes[point] = after
 
     def disarm(self) -> None:
         self.armed.clear()
+        self.passes.clear()
 
     def check(self, point: str) -> None:
         """Raise ``InjectedFault`` if ``point`` is armed (and count the hit)."""
         remaining = self.armed.get(point, 0)
         if remaining <= 0:
+            return
+        if self.passes.get(point):
+            self.passes[point] -= 1
             return
         self.armed[point] = remaining - 1
         self.hits[point] = self.hits.get(point, 0) + 1
