@@ -244,3 +244,23 @@ async def test_a_failure_budget_reads_the_counts_until_it_acts(
     p = await acting.get_instance(pid)
     assert len([e for e in p.history if e.get("_type") == "cohortFailed"]) == 1
     assert not any(r.queued for r in p.subworkflows)  # the rest was skipped
+
+
+async def test_deadlines_and_retries_read_the_live_rows_chunks_only(
+        engine: Engine, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sparse, "KEPT_CHUNKS", 2)  # of 7: the kept state does not hold them
+    engine = sparse_engine(engine, chunks=3)  # a walk of the registry would be refused
+    pid = await started(engine, definition(childTimeoutSeconds=60, retry={"attempts": 2}))
+    first = await live_children(engine, pid)
+    clock.advance(seconds=61)
+    await beat(engine)
+    await engine.driver.propagator.idle()
+    clock.advance(seconds=3600)  # past every retry's backoff
+    await beat(engine)
+    await engine.driver.propagator.idle()
+    p = await engine.get_instance(pid)
+    retried = {r.child_id for r in p.subworkflows if r.attempt == 2}
+    assert retried == {f"{child_id}-a2" for child_id in first}  # each timed out, retried
+    started_ids = {str(doc["_id"]) for doc in await engine.lake.find(
+        {"_type": "kinflow.instance", "parentInstance": pid})}
+    assert retried <= started_ids  # the retries started once due

@@ -18,16 +18,19 @@ docs/subworkflows.md#settlement. Each attempt of a row has its own clock:
   a child that reached its own end before the abort keeps its own outcome;
 * the parent's ``nextEvaluationAt`` includes the earliest live deadline and the
   earliest pending ``retryAt`` (``due``), so the heartbeat's due index finds
-  the parent within one heartbeat of either, with no scan.
+  the parent within one heartbeat of either, with no scan. On a sparse parent both
+  ``expire`` and ``due`` read only the chunks holding live or retrying rows
+  (``settling_rows``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 
 from kinflow.core import cancellation
-from kinflow.core.cohort.chunks import replace_row
+from kinflow.core.cohort import places, sparse, tallies
+from kinflow.core.cohort.chunks import CHUNK, replace_row
 from kinflow.core.context import PlanContext, iso, parse_iso
 from kinflow.core.history import record
 from kinflow.core.state import AbortPending, Instance, SubworkflowEntry
@@ -91,7 +94,7 @@ def expire(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext)
     if instance.terminal:
         return 0
     n = 0
-    for place, row in enumerate(instance.subworkflows):
+    for place, row in settling_rows(instance):
         if not expired(row, ctx.now):
             continue
         spawn = block(definition, row)
@@ -129,7 +132,7 @@ def due(instance: Instance, now: datetime) -> datetime | None:
     soonest: str | None = None
     stamp = iso(now)
     paused = {(e.activity, e.stageEntry) for e in instance.cohorts or [] if e.pausedAt}
-    for row in instance.subworkflows:
+    for _, row in settling_rows(instance):
         if row.resolved is not None:
             continue
         if row.queued:  # a paused cohort starts nothing: its retries are not due
@@ -141,3 +144,29 @@ def due(instance: Instance, now: datetime) -> datetime | None:
         if at is not None and (soonest is None or at < soonest):
             soonest = at if at > stamp else soonest
     return parse_iso(soonest) if soonest is not None else None
+
+
+def settling_rows(instance: Instance) -> Iterator[tuple[int, SubworkflowEntry]]:
+    """``(place, row)`` of every row that may have a deadline or a ``retryAt``: every row of
+    a dense registry; on a sparse one the chunks the summary says hold a live row or a
+    row waiting for a retry, and the chunks this commit holds (its changed rows), so a
+    million-row cohort reads the chunks of its live rows, not its registry."""
+    rows = instance.subworkflows
+    if not isinstance(rows, sparse.SparseRows):
+        yield from enumerate(rows)
+        return
+    chunks = set(rows.held)
+    for entry in instance.cohortRows or []:
+        for name, runs in (entry.get("chunks") or {}).items():
+            status = tallies.split(name)[0]
+            if status in _FINISHED or (status == "queued"
+                                       and not tallies.marked(name, tallies.RETRY_MARK)):
+                continue
+            chunks.update(places.expand(runs))
+    chunks = {c for c in chunks if c < rows.chunk_count()}
+    rows.need(chunks)
+    for chunk in sorted(chunks):
+        yield from enumerate(list(rows.held[chunk]), chunk * CHUNK)
+
+
+_FINISHED = frozenset({"done", "aborted", "cancelled"})
