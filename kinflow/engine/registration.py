@@ -40,8 +40,10 @@ MAX_BATCHES = 100_000  # commits one ``run`` makes at most (a million rows at 10
 
 
 async def read_batch(lake: Lake, dataset: str, request: BatchRequest, now: datetime,
-                     transact: Transactor | None = None) -> RowBatch:
-    """One batch of a registering cohort's rows (``BatchRequest``)."""
+                     transact: Transactor | None = None, *,
+                     open_timeout: float | None = None) -> RowBatch:
+    """One batch of a registering cohort's rows (``BatchRequest``); ``open_timeout``: the
+    deadline of a read of the open range (engine/first_batch.py)."""
     if request.at is None:  # the first batch: membership is fixed now, on the lake's clock
         request = replace(request, at=iso(datetime.now(UTC)))
     assert request.at is not None
@@ -49,7 +51,7 @@ async def read_batch(lake: Lake, dataset: str, request: BatchRequest, now: datet
     if kind is not None and request.after is not None:
         docs, last, done, scale = await _ranges(lake, dataset, kind, request)
     else:
-        docs = await _after(lake, dataset, kind, request.after, request.size)
+        docs = await _after(lake, dataset, kind, request.after, request.size, open_timeout)
         done = len(docs) < request.size
         last = str(docs[-1]["_id"]) if docs else request.after
         scale = (batches.scale_of(str(docs[0]["_id"]), str(docs[-1]["_id"]))
@@ -79,14 +81,15 @@ async def read_batch(lake: Lake, dataset: str, request: BatchRequest, now: datet
     return RowBatch(rows=rows, last=last, done=done, at=request.at, scale=scale)
 
 
-async def _after(lake: Lake, dataset: str, kind: str | None, after: str | None, limit: int
-                 ) -> list[dict[str, Any]]:
+async def _after(lake: Lake, dataset: str, kind: str | None, after: str | None, limit: int,
+                 timeout: float | None = None) -> list[dict[str, Any]]:
     """The first ``limit`` documents after ``after`` (of type ``kind``), in ``_id`` order.
     The embedded lake reads the whole open range for this, whatever the limit."""
     flt: dict[str, Any] = {"_id": {"$gt": after}} if after is not None else {}
     if kind is not None:
         flt["_type"] = kind
-    return await lake.find(flt, dataset=dataset, sort=[("_id", 1)], limit=limit)
+    return await lake.find(flt, dataset=dataset, sort=[("_id", 1)], limit=limit,
+                           timeout=timeout)
 
 
 async def _ranges(lake: Lake, dataset: str, kind: str, request: BatchRequest

@@ -52,7 +52,7 @@ from kinflow.core.mutation import Mutation
 from kinflow.core.state import INSTANCE_TYPE, Instance, parse_instance
 from kinflow.engine import ids, sizes, sparse_load
 from kinflow.engine.faults import Faults
-from kinflow.engine.registration import read_batch
+from kinflow.engine.first_batch import batch_for, committing
 from kinflow.engine.rowstore import RowStore
 from kinflow.errors import DocumentExists
 from kinflow.gdr import to_gdr
@@ -208,8 +208,8 @@ class Transactor:
             return mutation
 
         with observing.commit(verb) as seen:
-            mutation = await self.lake.transaction(callback, verb=verb, attempts=attempts,
-                                                   on_retry=seen.retry)
+            mutation = await committing(self, lambda: self.lake.transaction(
+                callback, verb=verb, attempts=attempts, on_retry=seen.retry))
         await self.after_commit(mutation)
         return mutation
 
@@ -346,8 +346,7 @@ class Transactor:
                     else:
                         reads.absent.add(uri)
         elif isinstance(need, NeedsRowBatch):  # a registration batch (engine/registration.py)
-            reads.queries[need.cache_key] = await read_batch(self.lake, self.dataset,
-                                                             need.request, now, self)
+            reads.queries[need.cache_key] = await batch_for(self, need, now, session is not None)
         elif isinstance(need, NeedsLakeQuery):
             reads.queries[need.cache_key] = await self.query(need.query, need.params, now)
         elif isinstance(need, NeedsDefinition):

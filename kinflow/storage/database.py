@@ -169,10 +169,11 @@ class LakeDatabase:
             return False
 
     @contextlib.contextmanager
-    def bounded(self, verb: str) -> Iterator[None]:
-        """One operation under the operation timeout; a lake that did not answer is typed."""
+    def bounded(self, verb: str, timeout: float | None = None) -> Iterator[None]:
+        """One operation under the operation timeout (or ``timeout``); a lake that did not
+        answer is typed."""
         try:
-            with pymongo.timeout(self.operation_timeout):
+            with pymongo.timeout(timeout or self.operation_timeout):
                 yield
         except PyMongoError as exc:
             if exc.has_error_label("TransientTransactionError"):
@@ -186,30 +187,31 @@ class LakeDatabase:
                                "can store", operation=verb) from exc
 
     @contextlib.asynccontextmanager
-    async def operation(self, verb: str) -> AsyncIterator[None]:
+    async def operation(self, verb: str, timeout: float | None = None) -> AsyncIterator[None]:
         """``bounded``, after waiting out a planned restart of the daemon (``restart_gate``)."""
         if self.gate is None:
-            with self.bounded(verb):
+            with self.bounded(verb, timeout):
                 yield
             return
-        async with self.gate.passage(self.operation_timeout, verb):
-            with self.bounded(verb):
+        async with self.gate.passage(timeout or self.operation_timeout, verb):
+            with self.bounded(verb, timeout):
                 yield
 
     async def read(self, verb: str, run: Callable[[], Awaitable[T]], *,
-                   session: AsyncClientSession | None = None) -> T:
+                   session: AsyncClientSession | None = None, timeout: float | None = None
+                   ) -> T:
         """Run a read as one operation; outside a transaction, a read that lost its
         connection to a planned restart is run again once the daemon is back, within
         the operation timeout (a read has no effect to apply twice)."""
         if session is not None or self.gate is None:
-            async with self.operation(verb):
+            async with self.operation(verb, timeout):
                 return await run()
         loop = asyncio.get_running_loop()
-        end = loop.time() + self.operation_timeout
+        end = loop.time() + (timeout or self.operation_timeout)
         while True:
             try:
                 async with self.gate.passage(end - loop.time(), verb):
-                    with self.bounded(verb):
+                    with self.bounded(verb, timeout):
                         return await run()
             except LakeUnavailable:
                 if not self._restart_explains(end - loop.time()):

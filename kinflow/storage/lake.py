@@ -74,7 +74,9 @@ class Lake(LakeDatabase):
         sort: Sequence[tuple[str, int]] | None = None,
         limit: int = 0,
         projection: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
     ) -> list[Document]:
+        """``timeout``: this read's own deadline in place of the operation timeout."""
         async def run() -> list[Document]:  # the collection of the client in use now
             cursor = self.collection(dataset).find(dict(filter_), projection=projection,
                                                    session=session, limit=limit)
@@ -82,7 +84,7 @@ class Lake(LakeDatabase):
                 cursor = cursor.sort(list(sort))
             return await cursor.to_list(None)
 
-        return await self.read("find", run, session=session)
+        return await self.read("find", run, session=session, timeout=timeout)
 
     async def count(
         self, filter_: Mapping[str, Any], *, dataset: str | None = None,
