@@ -32,6 +32,32 @@ def command_label(name: str) -> str:
     return name if name in COMMANDS else "other"
 
 
+class _Kept:
+    """A command's labelled children, looked up once: its label, ok count and times (a
+    failed count is looked up when one fails, so none is exported before)."""
+
+    __slots__ = ("label", "ok", "seconds")
+
+    def __init__(self, command: str) -> None:
+        self.label = command
+        self.ok = metrics.child(metrics.LAKE_COMMANDS, command, "ok")
+        self.seconds = metrics.child(metrics.LAKE_SECONDS, command)
+
+
+_KEPT: dict[str, _Kept] = {}
+
+
+def kept(name: str) -> _Kept:
+    """The children of the command ``name`` (a name the driver sends; unknown ones share
+    ``other``'s, and only known names are keys, so the dict stays as small as the labels)."""
+    found = _KEPT.get(name)
+    if found is None:
+        label = command_label(name)
+        found = _KEPT.get(label) or _Kept(label)
+        _KEPT[label] = found
+    return found
+
+
 class LakeCommands(monitoring.CommandListener):
     """Counts, times and (inside a trace) spans every lake command."""
 
@@ -64,9 +90,12 @@ class LakeCommands(monitoring.CommandListener):
     def _finished(self, event: monitoring.CommandSucceededEvent | monitoring.CommandFailedEvent,
                   outcome: str) -> None:
         if ON.metrics:
-            command = command_label(event.command_name)
-            metrics.child(metrics.LAKE_COMMANDS, command, outcome).inc()
-            metrics.child(metrics.LAKE_SECONDS, command).observe(event.duration_micros / 1e6)
+            children = kept(event.command_name)
+            if outcome == "ok":
+                children.ok.inc()
+            else:
+                metrics.child(metrics.LAKE_COMMANDS, children.label, outcome).inc()
+            children.seconds.observe(event.duration_micros / 1e6)
         if self.open:
             span = self.open.pop((event.connection_id, event.request_id), None)
             if span is not None:
