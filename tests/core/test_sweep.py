@@ -47,7 +47,7 @@ def parent(count: int, held: list[int], *, done_below: int = 0) -> Instance:
 def test_a_sweep_pages_the_chunks_holding_unfinished_rows_from_its_cursor() -> None:
     p = parent(10 * CHUNK, [], done_below=3 * CHUNK)  # chunks 0-2 finished
     sweep.begin(p, CTX, sweep.ABORT, reason=sweep.PARENT_ABORTED)
-    assert sparse.swept(p, "v1") and not sparse.swept(p, "v2")
+    assert sparse.swept(p, ("translate", "v1")) and not sparse.swept(p, ("translate", "v2"))
     with pytest.raises(NeedsChunks) as asked:
         sweep.page(p, NO_DEFINITION, CTX, 4)
     assert asked.value.chunks == {3, 4, 5, 6}  # never a finished chunk, never more

@@ -169,3 +169,28 @@ async def test_a_cancellation_still_paging_does_not_end(engine: Engine) -> None:
     await beat(bounded)
     done = await bounded.document(pid)
     assert done is not None and done.get("cancelledAt") and not done.get("sweeps")
+
+
+async def test_a_quorum_stops_the_rest_of_its_cohort_a_page_at_a_time(engine: Engine) -> None:
+    pid = await started(sparse_engine(engine), definition(completeWhen="$cohort.succeeded >= 3"))
+    first = await live_children(engine, pid)
+    bounded = sparse_engine(engine, chunks=BOUND)
+    for child_id in first[:3]:
+        await bounded.fire_action(child_id, "task", "finish")
+    await bounded.driver.propagator.idle()
+    await beat(bounded)
+    p = await bounded.get_instance(pid)
+    resolved_once(p)
+    assert sum(1 for r in p.subworkflows if r.outcome == "succeeded") == 3
+    assert {r.abortReason for r in p.subworkflows if r.outcome != "succeeded"} == {
+        "cohort-complete"}
+    assert p.currentStage == "next"
+    assert not await live_children(engine, pid)
+    complete = [e for e in p.history if e.get("_type") == "cohortComplete"]
+    kids = {str(k["_id"]) for k in await children(engine, pid)}
+    stopped = sum(1 for r in p.subworkflows if r.outcome != "succeeded" and r.child_id in kids)
+    assert [(e["skipped"], e["stopped"]) for e in complete] == [(ROWS - 3 - stopped, stopped)]
+    stored = await bounded.document(pid)
+    assert stored is not None and not stored.get("sweeps") and not stored.get("owesAborts")
+    counts = tallies.counts(tallies.find(stored["cohortRows"], "translate", None))
+    assert (counts.total, counts.done, counts.aborted) == (ROWS, 3, ROWS - 3)

@@ -17,6 +17,11 @@ commit leaves them. The first commit in which it holds completes the cohort
   ``Cohort.complete``) and its registration stops (``registration`` cleared);
 * the parent's history records ``cohortComplete`` once.
 
+On a sparse parent that pages (core/cohort/sweep.py) the commit records a sweep
+of the cohort instead of walking its rows, and the drain stops them a page of
+chunks per commit (``sweep.quorum_row``, the same rule); the cohort starts no
+queued row meanwhile.
+
 A complete cohort takes no redrive (``redrive-not-allowed``, reason
 ``cohort-complete``) and no retry.
 """
@@ -27,15 +32,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from kinflow import groq
-from kinflow.core import cancellation
-from kinflow.core.cohort import admission, counts, outcomes
-from kinflow.core.cohort.chunks import replace_row
+from kinflow.core.cohort import admission, counts, outcomes, sweep, tallies
 from kinflow.core.cohort.deadlines import block
 from kinflow.core.cohort.window import setting
 from kinflow.core.conditions import Renderer, evaluate_expression
 from kinflow.core.context import PlanContext
 from kinflow.core.history import record
-from kinflow.core.state import AbortPending, Instance, ResolvedRow, SubworkflowEntry
+from kinflow.core.state import Instance, SubworkflowEntry
 from kinflow.define import sites
 from kinflow.define.models import WorkflowDefinition
 
@@ -49,7 +52,9 @@ Cohort = tuple[str, str]
 def holds(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
           text: str, activity: str, cohort: dict[str, Any]) -> bool:
     """Whether ``completeWhen`` is true (an error or a non-boolean is not)."""
-    variables = Renderer(instance, definition, ctx).variables(sites.COMPLETE_WHEN, activity)
+    # the registry's variables only where the text reads them: ``$subworkflows`` walks rows
+    variables = Renderer(instance, definition, ctx).variables(sites.COMPLETE_WHEN, activity,
+                                                              text=text)
     variables["cohort"] = cohort
     try:
         return evaluate_expression(text, variables, ctx.now) is True
@@ -100,27 +105,20 @@ def complete(instance: Instance, ctx: PlanContext, cohort: Cohort, policy: str,
     reason = (f'the cohort of activity "{cohort[0]}" is complete (completeWhen held; '
               f"onComplete: {policy})")
     skipped = stopped = 0
-    for index in _places(instance, cohort, entry):
-        row = instance.subworkflows[index]
-        if row.resolved is not None:
-            continue
-        if row.queued:
-            replace_row(instance, index, queued=None, retryAt=None,
-                        outcome=outcomes.ABORTED, abortReason=REASON,
-                        resolved=ResolvedRow(at=ctx.now_iso, aborted=True, detail=REASON))
-            record(instance, ctx, "subworkflowResolved", activity=row.activity,
-                   instanceRef=row.ref.to_json(), status="aborted", detail=REASON)
-            skipped += 1
-        elif row.abortPending is not None or row.cancelPending is not None:
-            continue
-        elif policy == ABORT:
-            replace_row(instance, index, abortReason=REASON,
-                        abortPending=AbortPending(at=ctx.now_iso, reason=reason))
-            stopped += 1
-        elif policy == CANCEL:
-            cancellation.request_row(instance, ctx, index, reason)
-            replace_row(instance, index, abortReason=REASON)
-            stopped += 1
+    if sweep.pages(instance):  # a page of chunks per commit (core/cohort/sweep.py)
+        sweep.begin(instance, ctx, sweep.QUORUM, visit=cohort[1], activity=cohort[0],
+                    policy=policy, reason=reason)
+        for name, n in (entry or {}).get("counts", {}).items():  # as the counts say now
+            status = tallies.split(name)[0]
+            if status == "queued":
+                skipped += int(n)
+            elif status not in sweep.FINISHED and policy != CONTINUE:
+                stopped += int(n)
+    else:
+        for index in _places(instance, cohort, entry):
+            done = sweep.quorum_row(instance, ctx, index, policy, reason)
+            skipped += done == "skipped"
+            stopped += done == "stopped"
     admission.update_setting(instance, cohort, completedAt=ctx.now_iso, registration=None)
     record(instance, ctx, "cohortComplete", activity=cohort[0], stageEntry=cohort[1],
            onComplete=policy, skipped=skipped, stopped=stopped)

@@ -217,17 +217,19 @@ def wanted(instance: Instance, places_seen: Iterable[int], caps: dict[tuple[str,
     chunks.update(place // CHUNK for place in places_seen if 0 <= place < count)
     for entry in instance.cohortRows or []:  # (a full window may empty in this commit)
         key = (str(entry.get("activity")), str(entry.get("stageEntry")))
-        if swept(instance, key[1]):
+        if swept(instance, key):
             continue  # its queued rows never start (core/cohort/sweep.py)
         room = window_room(instance, entry, caps.get(key))
         chunks.update(queued_chunks(entry, room // CHUNK + 2 if room > 0 else 1))
     return chunks
 
 
-def swept(instance: Instance, visit: str) -> bool:
-    """Whether a sweep (core/cohort/sweep.py) still to page condemns the cohorts of stage
-    visit ``visit`` (an abort or a cancellation every cohort then, an exit its visit's)."""
-    return any(visit in (s.get("visits") or ()) for s in instance.sweeps or [])
+def swept(instance: Instance, cohort: tuple[str, str]) -> bool:
+    """Whether a sweep (core/cohort/sweep.py) still to page condemns ``cohort`` (activity,
+    visit): an abort or a cancellation every cohort then, an exit its visit's, a quorum
+    its own cohort."""
+    return any(cohort[1] in (s.get("visits") or ()) and s.get("activity") in (None, cohort[0])
+               for s in instance.sweeps or [])
 
 
 def barriers(instance: Instance) -> dict[tuple[str, str], int]:

@@ -29,15 +29,17 @@ import heapq
 from typing import Any
 
 from kinflow.core import cancellation
-from kinflow.core.cohort import places, sparse, tallies
+from kinflow.core.cohort import outcomes, places, sparse, tallies
 from kinflow.core.cohort.chunks import CHUNK, replace_row
 from kinflow.core.context import PlanContext
-from kinflow.core.state import AbortPending, Instance, SubworkflowEntry
+from kinflow.core.history import record
+from kinflow.core.state import AbortPending, Instance, ResolvedRow, SubworkflowEntry
 from kinflow.define.models import WorkflowDefinition
 
 ABORT = "abort"  # the parent was aborted: every live row, every cohort
 EXIT = "exit"  # a stage visit was left: the live rows of its onExit abort/cancel cohorts
 CANCEL = "cancel"  # the parent is cancelling: every live row gets its spawn's onCancel
+QUORUM = "quorum"  # a cohort completed (completeWhen): its rows not finished are stopped
 PARENT_ABORTED = "parent instance aborted"
 ABORTS = "aborts"
 CANCELS = "cancels"
@@ -84,21 +86,51 @@ def exit_row(instance: Instance, ctx: PlanContext, index: int, rules: dict[tuple
     replace_row(instance, index, abortPending=AbortPending(at=at or ctx.now_iso, reason=said))
 
 
+def quorum_row(instance: Instance, ctx: PlanContext, index: int, policy: str, reason: str
+               ) -> str | None:
+    """Stop row ``index`` of a complete cohort (core/cohort/quorum.py): a row not started
+    is skipped, a live one follows ``policy``; ``"skipped"``, ``"stopped"`` or ``None``."""
+    row = instance.subworkflows[index]
+    if row.resolved is not None:
+        return None
+    if row.queued:
+        replace_row(instance, index, queued=None, retryAt=None, outcome=outcomes.ABORTED,
+                    abortReason=outcomes.COMPLETE_STOPPED, resolved=ResolvedRow(
+                        at=ctx.now_iso, aborted=True, detail=outcomes.COMPLETE_STOPPED))
+        record(instance, ctx, "subworkflowResolved", activity=row.activity,
+               instanceRef=row.ref.to_json(), status="aborted",
+               detail=outcomes.COMPLETE_STOPPED)
+        return "skipped"
+    if row.abortPending is not None or row.cancelPending is not None:
+        return None
+    if policy == "abort":  # (quorum.ABORT)
+        replace_row(instance, index, abortReason=outcomes.COMPLETE_STOPPED,
+                    abortPending=AbortPending(at=ctx.now_iso, reason=reason))
+        return "stopped"
+    if policy == "cancel":  # (quorum.CANCEL; "continue" lets it finish)
+        cancellation.request_row(instance, ctx, index, reason)
+        replace_row(instance, index, abortReason=outcomes.COMPLETE_STOPPED)
+        return "stopped"
+    return None
+
+
 # ---------------------------------------------------------------- sweeps
 
 
 def begin(instance: Instance, ctx: PlanContext, kind: str, *, reason: str | None = None,
-          stage: str | None = None, visit: str | None = None) -> None:
+          stage: str | None = None, visit: str | None = None, activity: str | None = None,
+          policy: str | None = None) -> None:
     """Record a sweep instead of walking every row (the drain pages it): over the rows
-    registered now (``end``) of the cohorts of ``visit`` (every cohort without one)."""
+    registered now (``end``) of the cohorts of ``visit`` (every cohort without one; only
+    ``activity``'s when given)."""
     visits = [visit] if visit is not None else sorted(
         {str(e.get("stageEntry")) for e in instance.cohortRows or []})
     entry: dict[str, Any] = {"kind": kind, "at": ctx.now_iso, "next": 0, "visits": visits,
                              "end": len(instance.subworkflows)}
-    if reason is not None:
-        entry["reason"] = reason
-    if stage is not None:
-        entry["stage"], entry["visit"] = stage, visit
+    for name, value in (("reason", reason), ("stage", stage), ("visit", visit),
+                        ("activity", activity), ("policy", policy)):
+        if value is not None:
+            entry[name] = value
     instance.sweeps = [*(instance.sweeps or []), entry]
 
 
@@ -115,6 +147,7 @@ def _candidates(instance: Instance, entry: dict[str, Any], at_most: int) -> list
     end = (int(entry["end"]) + CHUNK - 1) // CHUNK
     lanes = [places.expand(runs, start) for cohort in instance.cohortRows or []
              if cohort.get("stageEntry") in entry["visits"]
+             and entry.get("activity") in (None, cohort.get("activity"))
              for name, runs in (cohort.get("chunks") or {}).items()
              if tallies.split(name)[0] not in FINISHED]
     found: list[int] = []
@@ -141,13 +174,16 @@ def page(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
     visits = set(entry["visits"])
     for chunk in chunks:
         for index in range(chunk * CHUNK, min((chunk + 1) * CHUNK, int(entry["end"]))):
-            if rows[index].stageEntry not in visits:
+            if rows[index].stageEntry not in visits or entry.get("activity") not in (
+                    None, rows[index].activity):
                 continue
             if entry["kind"] == EXIT:
                 exit_row(instance, ctx, index, rules, str(entry["stage"]),
                          str(entry["visit"]), entry.get("at"))
             elif entry["kind"] == CANCEL:
                 cancellation.on_cancel_row(instance, definition, ctx, index)
+            elif entry["kind"] == QUORUM:
+                quorum_row(instance, ctx, index, str(entry["policy"]), str(entry["reason"]))
             else:
                 abort_row(instance, index, str(entry.get("reason") or PARENT_ABORTED),
                           str(entry["at"]))

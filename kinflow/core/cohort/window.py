@@ -249,7 +249,7 @@ def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
             skip(instance, ctx, index, detail=SKIPPED, cancelled=row.abortPending is None)
     gates: dict[Cohort, admission.Gate | None] = {}
     for key in found.waiting:
-        if sparse.swept(instance, key[1]):  # condemned a page at a time (core/cohort/sweep.py)
+        if sparse.swept(instance, key):  # condemned a page at a time (core/cohort/sweep.py)
             gates[key] = None
             continue
         stage = admission.stage_of(instance, key[1])
