@@ -17,6 +17,7 @@ from kinflow.core.cohort import tallies
 from kinflow.core.errors import InjectedFault
 from kinflow.core.state import Instance
 from kinflow.engine import Engine
+from tests.engine.outcome_defs import worker
 from tests.engine.test_sparse_registry import (
     NAMES,
     ROWS,
@@ -194,3 +195,25 @@ async def test_a_quorum_stops_the_rest_of_its_cohort_a_page_at_a_time(engine: En
     assert stored is not None and not stored.get("sweeps") and not stored.get("owesAborts")
     counts = tallies.counts(tallies.find(stored["cohortRows"], "translate", None))
     assert (counts.total, counts.done, counts.aborted) == (ROWS, 3, ROWS - 3)
+
+
+async def test_a_failure_budget_acts_on_its_cohort_a_page_at_a_time(engine: Engine) -> None:
+    pid = await started(sparse_engine(engine), definition(
+        failureBudget={"count": 1}, onBudgetExceeded="abort-rest"), child_def=worker())
+    first = await live_children(engine, pid)
+    bounded = sparse_engine(engine, chunks=BOUND)
+    for child_id in first[:2]:  # the second failure exceeds the budget
+        await bounded.fire_action(child_id, "task", "give-up")
+    await bounded.driver.propagator.idle()
+    await beat(bounded)
+    p = await bounded.get_instance(pid)
+    resolved_once(p)
+    assert len([e for e in p.history if e.get("_type") == "cohortFailed"]) == 1
+    assert not any(r.queued for r in p.subworkflows)
+    assert not await live_children(engine, pid)
+    stopped = [r for r in p.subworkflows if r.abortReason == "failure-budget-exceeded"]
+    assert len(stopped) == ROWS - 2
+    stored = await bounded.document(pid)
+    assert stored is not None and not stored.get("sweeps") and not stored.get("owesAborts")
+    counts = tallies.counts(tallies.find(stored["cohortRows"], "translate", None))
+    assert (counts.total, counts.failed, counts.stopped) == (ROWS, 2, ROWS - 2)

@@ -30,6 +30,10 @@ queued rows wait and its live children run on.
 
 ``reopen_on_redrive`` is the redrive's hook: it clears the mark, and the
 activity the budget failed returns to ``active`` while its visit is open.
+
+A sparse parent that pages (core/cohort/sweep.py) decides from its counts
+(``_enforce_paged``) and acts by a sweep of the cohort: the drain skips and
+stops its rows a page of chunks per commit (``sweep.budget_row``, the same rule).
 """
 
 from __future__ import annotations
@@ -40,16 +44,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kinflow.core import cancellation
-from kinflow.core.cohort import admission, counts, outcomes, sparse, tallies
-from kinflow.core.cohort.chunks import replace_row
+from kinflow.core.cohort import admission, counts, outcomes, sparse, sweep, tallies
 from kinflow.core.context import PlanContext
 from kinflow.core.history import record
 from kinflow.core.ops import set_activity_status
 from kinflow.core.state import (
-    AbortPending,
     Instance,
-    ResolvedRow,
     SubworkflowEntry,
 )
 from kinflow.define.budget import shape_problem
@@ -181,6 +181,8 @@ def enforce(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext
         return False
     if sparse.is_sparse(instance) and not _sparse_exceeded(instance, definition):
         return False  # no cohort over its budget, by the counts: no row is read
+    if sweep.pages(instance):  # acting is a sweep of the cohort (core/cohort/sweep.py)
+        return _enforce_paged(instance, definition, ctx)
     members: dict[Cohort, list[int]] = {}
     for index, row in enumerate(instance.subworkflows):
         members.setdefault((row.activity, row.stageEntry), []).append(index)
@@ -206,6 +208,40 @@ def enforce(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext
         record(instance, ctx, "cohortFailed", activity=cohort[0], stageEntry=cohort[1],
                budget=budget.to_json(), failed=failed, total=len(rows),
                onBudgetExceeded=policy)
+        acted = True
+    return acted
+
+
+def _enforce_paged(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext
+                   ) -> bool:
+    """``enforce`` on a sparse parent that pages, by its counts: a cohort over its budget
+    acts by a sweep. Not while a sweep still condemns it, nor while its visit is left and
+    owed aborts or cancel requests remain (their rows are no budget's doing)."""
+    acted = False
+    owed = sweep.owes(instance, sweep.ABORTS) or sweep.owes(instance, sweep.CANCELS)
+    for entry in counts.live_summary(instance):
+        cohort = (str(entry["activity"]), str(entry["stageEntry"]))
+        own = setting(instance, cohort)
+        stage = admission.stage_of(instance, cohort[1])
+        if stage is None or (own is not None and own.budgetExceededAt is not None):
+            continue
+        budget, policy = effective(own.failureBudget if own else None, definition, stage,
+                                   cohort[0], None)
+        failed, total = tallies.failed(entry), tallies.total(entry)
+        if budget is None or not budget.exceeded(failed, total) or sparse.swept(instance,
+                                                                              cohort):
+            continue
+        unresolved = sum(int(n) for key, n in entry.get("counts", {}).items()
+                         if tallies.split(key)[0] not in sweep.FINISHED)
+        if not _open_visit(instance, cohort) and (owed or not unresolved):
+            continue
+        if policy == PAUSE:
+            admission.update_setting(instance, cohort, budgetExceededAt=ctx.now_iso)
+            admission.pause(instance, ctx, cohort, admission.BUDGET_REASON)
+            continue
+        act(instance, ctx, cohort, [], policy)
+        record(instance, ctx, "cohortFailed", activity=cohort[0], stageEntry=cohort[1],
+               budget=budget.to_json(), failed=failed, total=total, onBudgetExceeded=policy)
         acted = True
     return acted
 
@@ -243,26 +279,13 @@ def _open_visit(instance: Instance, cohort: Cohort) -> bool:
 
 def act(instance: Instance, ctx: PlanContext, cohort: Cohort, places: list[int],
         policy: str) -> None:
-    """Skip queued rows, condemn live ones (``abort-rest``), fail the activity, mark."""
+    """Skip queued rows, condemn live ones (``abort-rest``), fail the activity, mark; on a
+    paging sparse parent (``places`` empty) the rows are a sweep's, a page per commit."""
+    if sweep.pages(instance):
+        sweep.begin(instance, ctx, sweep.BUDGET, visit=cohort[1], activity=cohort[0],
+                    policy=policy)
     for index in places:
-        row = instance.subworkflows[index]
-        if row.resolved is not None:
-            continue
-        if row.queued:
-            replace_row(instance, index, queued=None, outcome=outcomes.ABORTED,
-                        abortReason=REASON,
-                        resolved=ResolvedRow(at=ctx.now_iso, aborted=True, detail=REASON))
-            record(instance, ctx, "subworkflowResolved", activity=row.activity,
-                   instanceRef=row.ref.to_json(), status="aborted", detail=REASON)
-        elif policy == ABORT_REST and row.abortPending is None:
-            replace_row(instance, index, abortReason=REASON, abortPending=AbortPending(
-                at=ctx.now_iso, reason=f'the failure budget of activity "{row.activity}" '
-                f"was exceeded (onBudgetExceeded: {policy})"))
-        elif policy == CANCEL_REST and row.abortPending is None and row.cancelPending is None:
-            cancellation.request_row(instance, ctx, index, (
-                f'the failure budget of activity "{row.activity}" was exceeded '
-                f"(onBudgetExceeded: {policy})"))
-            replace_row(instance, index, abortReason=REASON)
+        sweep.budget_row(instance, ctx, index, policy)
     if _open_visit(instance, cohort):
         entry = instance.open_entry()
         state = entry.activity(cohort[0]) if entry is not None else None

@@ -40,6 +40,7 @@ ABORT = "abort"  # the parent was aborted: every live row, every cohort
 EXIT = "exit"  # a stage visit was left: the live rows of its onExit abort/cancel cohorts
 CANCEL = "cancel"  # the parent is cancelling: every live row gets its spawn's onCancel
 QUORUM = "quorum"  # a cohort completed (completeWhen): its rows not finished are stopped
+BUDGET = "budget"  # a cohort exceeded its failure budget: the rest skipped and stopped
 PARENT_ABORTED = "parent instance aborted"
 ABORTS = "aborts"
 CANCELS = "cancels"
@@ -114,6 +115,29 @@ def quorum_row(instance: Instance, ctx: PlanContext, index: int, policy: str, re
     return None
 
 
+def budget_row(instance: Instance, ctx: PlanContext, index: int, policy: str) -> None:
+    """Stop row ``index`` of a cohort over its failure budget (core/cohort/budget.py): a row
+    not started is skipped, a live one condemned (``abort-rest``) or asked to cancel
+    (``cancel-rest``)."""
+    row = instance.subworkflows[index]
+    stopped = outcomes.BUDGET_STOPPED
+    said = (f'the failure budget of activity "{row.activity}" was exceeded '
+            f"(onBudgetExceeded: {policy})")
+    if row.resolved is not None:
+        return
+    if row.queued:
+        replace_row(instance, index, queued=None, outcome=outcomes.ABORTED, abortReason=stopped,
+                    resolved=ResolvedRow(at=ctx.now_iso, aborted=True, detail=stopped))
+        record(instance, ctx, "subworkflowResolved", activity=row.activity,
+               instanceRef=row.ref.to_json(), status="aborted", detail=stopped)
+    elif policy == "abort-rest" and row.abortPending is None:
+        replace_row(instance, index, abortReason=stopped, abortPending=AbortPending(
+            at=ctx.now_iso, reason=said))
+    elif policy == "cancel-rest" and row.abortPending is None and row.cancelPending is None:
+        cancellation.request_row(instance, ctx, index, said)
+        replace_row(instance, index, abortReason=stopped)
+
+
 # ---------------------------------------------------------------- sweeps
 
 
@@ -184,6 +208,8 @@ def page(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
                 cancellation.on_cancel_row(instance, definition, ctx, index)
             elif entry["kind"] == QUORUM:
                 quorum_row(instance, ctx, index, str(entry["policy"]), str(entry["reason"]))
+            elif entry["kind"] == BUDGET:
+                budget_row(instance, ctx, index, str(entry["policy"]))
             else:
                 abort_row(instance, index, str(entry.get("reason") or PARENT_ABORTED),
                           str(entry["at"]))
