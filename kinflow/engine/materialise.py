@@ -9,6 +9,7 @@ A crash in between leaves the mark: ``finish`` rebuilds what is missing.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from kinflow.core.commit import plan_materialise
@@ -17,6 +18,7 @@ from kinflow.core.mutation import Mutation
 from kinflow.core.state import Instance
 from kinflow.engine.owing_hint import clear_flag
 from kinflow.storage.lake import Lake
+from kinflow.timestamps import iso
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.client_session import AsyncClientSession
@@ -71,9 +73,27 @@ class Materialiser:
             # rows keep their seeds: they are read only while ``materialising`` is
             # set, and clearing them would rewrite every row of the cohort. A parent
             # that vanished has nothing to mark.
-            await clear_flag(t.lake, t.dataset, parent_id, "materialising", now=t.clock())
+            now = t.clock()
+            await clear_flag(t.lake, t.dataset, parent_id, "materialising", now=now,
+                             written=lambda fenced, rev: self._cleared(parent_id, fenced, rev,
+                                                                       now))
         finally:
             self.now.discard(parent_id)
+
+    def _cleared(self, parent_id: str, fenced: str, rev: str, now: datetime) -> None:
+        """The parent's mark is cleared: the state the process keeps of it (if it is the one
+        the write was fenced on) stays valid with the mark off and the new ``_rev``.
+
+        Without this every spawn or registration batch past ``limits.spawn_txn`` children
+        made the parent's next commit load it again, whole: a registering cohort's commits
+        then read and parsed every row registered so far, one batch after another.
+        """
+        kept = self.transact.kept.get(parent_id)
+        if kept is None or kept.rev_ != fenced:
+            return
+        cleared = kept.model_copy(update={"materialising": None})  # (rows and memo shared)
+        cleared.rev_, cleared.updatedAt_ = rev, iso(now)
+        self.transact.kept[parent_id] = cleared
 
     async def insert_missing(self, documents: list[dict[str, Any]]) -> None:
         await self.transact.lake.create_missing(documents, dataset=self.transact.dataset,

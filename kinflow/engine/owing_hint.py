@@ -17,6 +17,7 @@ indexes is new or already folded: one ``listIndexes`` and nothing else.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
 
 from kinflow.core.owing import FIELD, FLAGS, owing_of
@@ -47,17 +48,21 @@ async def fold_repair_flags(lake: Lake, dataset: str) -> int:
 
 
 async def clear_flag(lake: Lake, dataset: str, doc_id: str, flag: str, *,
-                     now: datetime | None = None) -> bool:
+                     now: datetime | None = None,
+                     written: Callable[[str, str], None] | None = None) -> bool:
     """Unset ``flag`` on an instance and derive its ``owing`` again; ``False`` when the
-    instance is gone."""
+    instance is gone. ``written(fenced, rev)`` learns the ``_rev`` the write was fenced
+    on and the one it gave: the document differs from its state at ``fenced`` by the
+    flag alone (a process keeping that state keeps it valid, engine/materialise.py)."""
     found = await lake.find({"_id": doc_id}, dataset=dataset, projection=_PROJECTION)
     if not found:
         return False
-    return await _write(lake, dataset, found[0], {flag: None}, now=now) >= 0
+    return await _write(lake, dataset, found[0], {flag: None}, now=now, written=written) >= 0
 
 
 async def _write(lake: Lake, dataset: str, doc: dict[str, object], changes: dict[str, None],
-                 *, now: datetime | None = None) -> int:
+                 *, now: datetime | None = None,
+                 written: Callable[[str, str], None] | None = None) -> int:
     """Unset the flags in ``changes`` and set ``owing`` to match, fenced on ``_rev`` and
     read again after a lost race. 1: written, 0: nothing to change, -1: gone."""
     for _ in range(_ATTEMPTS):
@@ -72,8 +77,10 @@ async def _write(lake: Lake, dataset: str, doc: dict[str, object], changes: dict
         if owed is not None:
             update["$set"] = {FIELD: owed}
         try:
-            await lake.update(str(doc["_id"]), update, expected_rev=str(doc["_rev"]),
-                              dataset=dataset, now=now)
+            rev = await lake.update(str(doc["_id"]), update, expected_rev=str(doc["_rev"]),
+                                    dataset=dataset, now=now)
+            if written is not None:
+                written(str(doc["_rev"]), rev)
             return 1
         except RevisionConflict:
             found = await lake.find({"_id": doc["_id"]}, dataset=dataset,

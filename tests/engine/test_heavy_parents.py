@@ -73,3 +73,39 @@ async def test_the_heartbeat_leaves_alone_a_spawn_this_process_is_materialising(
     await spawning
     assert await lake.count({"parentInstance": parent_id}) == 5
     assert not (await engine.get_instance(parent_id)).materialising
+
+
+async def test_a_parent_stays_kept_when_its_spawn_materialises_children_after_its_commit(
+        lake: Lake, clock: Clock) -> None:
+    """Clearing ``materialising`` after a large spawn renews the parent's ``_rev``; the
+    process keeps its copy valid instead of reading every row again at the next commit
+    (a registering cohort did so at every batch: its commits grew with its rows)."""
+    from kinflow.engine import Limits
+
+    engine = Engine(lake, clock=clock, limits=Limits(spawn_txn=2))
+    await engine.ensure_ready()
+    await engine.deploy([parent(), child()])
+    started = await engine.start_instance("p", fields=items("a", "b", "c", "d", "e"))
+    parent_id = started.instance.id_
+    spawned = await engine.fire_action(parent_id, "go", "go")
+    children = [row.child_id for row in spawned.instance.subworkflows]
+    assert await lake.count({"parentInstance": parent_id}) == 5  # 3 made after the commit
+    stored = await engine.document(parent_id)
+    assert stored is not None and not stored.get("materialising")
+    kept = engine.transact.kept[parent_id]
+    assert kept.rev_ == stored["_rev"] and not kept.materialising
+
+    attach = engine.transact.rows.attach
+    reads: list[str] = []
+
+    async def counted(state: Any, session: Any = None) -> Any:
+        reads.append(state.id_)
+        return await attach(state, session)
+
+    engine.transact.rows.attach = counted  # type: ignore[method-assign]
+    await engine.fire_action(children[0], "task", "finish")
+    await engine.maintenance.settle_propagation()
+    assert parent_id not in reads  # the round planned on the kept copy
+    stamped = await engine.get_instance(parent_id)
+    assert stamped.subworkflows[0].resolved is not None
+    assert not stamped.materialising
