@@ -20,7 +20,12 @@ port on 127.0.0.1), then:
 
 Printed per size: seconds, rows/s, rows/s over the raw insert rate, the API's and
 the lake's RSS before and after (MiB), the parent document's size (KB), the
-registry's chunk documents, and errors. Note ``uptime`` beside any figure kept.
+registry's chunk documents, and errors (rows not done with ``--complete``, and
+``ERROR``/traceback lines in the server's log). With ``--complete`` a second table
+gives children/s, the API's RSS when half the rows were done and at the end, and
+the CPU milliseconds per child of the API and of the lake daemon (user + system:
+on a shared machine they say more than the wall time). Note ``uptime`` beside any
+figure kept.
 
     python bench/cohort_registration.py [--sizes 100000,1000000] [--complete]
 """
@@ -37,7 +42,7 @@ from typing import Any
 
 import bson
 from _cohort_definitions import one_action_child
-from _process import lake_pid, rss_kib
+from _process import cpu_seconds, lake_pid, rss_kib
 from _served import Lake, served
 from cohort_api import DEPLOY, call
 
@@ -89,14 +94,18 @@ async def one_size(size: int, max_active: int, complete: bool) -> dict[str, Any]
         child = AUTO_CHILD if complete else CHILD
         await call(http, DEPLOY, {"d": [child, parent(str(child["name"]), max_active)]})
         row["api0"], row["lake0"] = mib(process.pid), mib(lake_process)
+        print(f"size {size:,}: API pid {process.pid}, lake pid {lake_process}", flush=True)
         peak = row["api0"]
+        cpu0 = cpu_seconds(process.pid), cpu_seconds(lake_process)
         started = time.perf_counter()
         parent_id = (await call(http, START))["startInstance"]["instance"]["id"]
         docs = lake.kinflow.production
         while True:
-            found = await docs.find_one({"_id": parent_id},
-                                        {"owesRegistration": 1, "currentStage": 1})
+            found = await docs.find_one({"_id": parent_id}, {
+                "owesRegistration": 1, "currentStage": 1, "cohortRows.counts": 1})
             peak = max(peak, mib(process.pid))
+            if complete and "mid" not in row and 2 * done_rows(found) >= size:
+                row["mid"] = mib(process.pid)  # the API's RSS when half the rows are done
             owed = bool((found or {}).get("owesRegistration"))
             if not owed and not complete:
                 break
@@ -104,6 +113,8 @@ async def one_size(size: int, max_active: int, complete: bool) -> dict[str, Any]
                 break
             await asyncio.sleep(0.1)
         row["seconds"] = time.perf_counter() - started
+        row["api_cpu"] = cpu_seconds(process.pid) - cpu0[0]
+        row["lake_cpu"] = cpu_seconds(lake_process) - cpu0[1]
         row["api1"], row["lake1"], row["peak"] = mib(process.pid), mib(lake_process), peak
         cohort = (await call(http, COHORT, {"id": parent_id}))["cohort"]
         row["cohort"] = cohort
@@ -111,7 +122,24 @@ async def one_size(size: int, max_active: int, complete: bool) -> dict[str, Any]
         row["parent_kb"] = len(bson.encode(stored or {})) / 1024
         row["chunks"] = await lake.kinflow["production.rows"].count_documents(
             {"parent": parent_id})
+        row["errors"] = logged_errors(server.data_dir / "serve.log") + (
+            size - int(cohort["done"]) if complete else 0)
     return row
+
+
+def done_rows(parent: dict[str, Any] | None) -> int:
+    """Rows whose child is done, by the parent's cohort counts (``status:outcome``)."""
+    return sum(int(n) for entry in (parent or {}).get("cohortRows") or []
+               for name, n in (entry.get("counts") or {}).items() if name.startswith("done:"))
+
+
+def logged_errors(log: Path) -> int:
+    """Lines of the server's log that report an error or a traceback."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return 0
+    return sum(1 for line in lines if " ERROR " in line or line.startswith("Traceback"))
 
 
 def main() -> None:
@@ -123,17 +151,40 @@ def main() -> None:
     args = parser.parse_args()
     print(f"load: {os.getloadavg()}", flush=True)
     print("| rows | seconds | rows/s | raw insert_many/s | % of raw | API MiB before -> after "
-          "(peak) | lake MiB before -> after | parent KB | chunks | total | registering |")
-    print("|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|")
+          "(peak) | lake MiB before -> after | parent KB | chunks | total | registering | "
+          "errors |")
+    print("|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|---:|")
+    done: list[dict[str, Any]] = []
     for size in (int(s) for s in args.sizes.split(",")):
         r = asyncio.run(one_size(size, args.max_active, args.complete))
+        done.append(r)
         rate = size / r["seconds"]
         print(f"| {size:,} | {r['seconds']:.1f} | {rate:,.0f} | {r['raw']:,.0f} | "
               f"{100 * rate / r['raw']:.0f}% | {r['api0']:.0f} -> {r['api1']:.0f} "
               f"({r['peak']:.0f}) | {r['lake0']:.0f} -> {r['lake1']:.0f} | "
               f"{r['parent_kb']:.1f} | {r['chunks']} | {r['cohort']['total']:,} | "
-              f"{r['cohort']['registering']} |", flush=True)
+              f"{r['cohort']['registering']} | {r['errors']} |", flush=True)
+    if args.complete:
+        completion_table(done)
     print(f"load: {os.getloadavg()}", flush=True)
+
+
+def completion_table(rows: list[dict[str, Any]]) -> None:
+    """Children/s, time over the previous size's, the API's RSS from the middle to the end
+    of the run, CPU ms per child of the API and the lake."""
+    print("| rows | children/s | time / previous size's | API MiB at half -> end | "
+          "API CPU ms/child | lake CPU ms/child |")
+    print("|---:|---:|---:|---|---:|---:|")
+    previous: dict[str, Any] | None = None
+    for r in rows:
+        size = r["size"]
+        ratio = f"{r['seconds'] / previous['seconds']:.2f}" if previous else ""
+        mid = r.get("mid", 0.0)
+        change = f" ({100 * (r['api1'] - mid) / mid:+.0f}%)" if mid else ""
+        print(f"| {size:,} | {size / r['seconds']:,.0f} | {ratio} | {mid:.0f} -> "
+              f"{r['api1']:.0f}{change} | {1000 * r['api_cpu'] / size:.2f} | "
+              f"{1000 * r['lake_cpu'] / size:.2f} |", flush=True)
+        previous = r
 
 
 if __name__ == "__main__":
