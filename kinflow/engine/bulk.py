@@ -29,7 +29,10 @@ call is recorded on the parent before the first child is fired, so a crash
 among the children's commits leaves it owed too; a retry skips marked rows
 without asking their child, and a child fired but not yet marked replays.
 ``abortCohort`` and ``cancelCohort`` end rows in the parent's batch commits,
-like a redrive; the drain (``Driver.cascade``) carries the aborts out.
+like a redrive; the drain (``Driver.cascade``) carries the aborts out. A
+closing one (no filter) on a sparse parent that pages selects nothing: one
+commit closes the cohort and records a sweep of it (``bulk.plan_close_paged``,
+core/cohort/sweep.py), and the drain ends its rows a page of chunks per commit.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from kinflow.core import verbs
-from kinflow.core.cohort import bulk, selection
+from kinflow.core.cohort import bulk, selection, sweep
 from kinflow.core.cohort import redrive as redriving
 from kinflow.core.context import Actor, PlanContext
 from kinflow.core.errors import InstanceNotFound
@@ -311,6 +314,13 @@ class BulkRunner:
     async def _end(self, parent_id: str, call: bulk.CohortCall, actor: Actor
                    ) -> selection.BulkResult:
         t = self.transact
+        if call.closes and sweep.pages(await t.load(parent_id, None)):
+            # a sparse parent: a sweep of the cohort, drained a page per commit
+            closing = await t.commit(parent_id, lambda s, c: bulk.plan_close_paged(s, call, c),
+                                     verb=call.op, actor=actor)
+            await self.driver.cascade(closing, actor)
+            paged: selection.BulkResult = closing.result
+            return paged
         selected = await self._select(parent_id, call, actor)
         result = selection.BulkResult(matched=len(selected))
         groups = list(selection.batches(selected, t.limits.bulk_batch)) or [[]]

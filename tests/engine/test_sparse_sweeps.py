@@ -217,3 +217,35 @@ async def test_a_failure_budget_acts_on_its_cohort_a_page_at_a_time(engine: Engi
     assert stored is not None and not stored.get("sweeps") and not stored.get("owesAborts")
     counts = tallies.counts(tallies.find(stored["cohortRows"], "translate", None))
     assert (counts.total, counts.failed, counts.stopped) == (ROWS, 2, ROWS - 2)
+
+
+async def test_a_closing_abort_cohort_pages_its_cohort(engine: Engine) -> None:
+    pid = await started(sparse_engine(engine))
+    first = await live_children(engine, pid)
+    bounded = sparse_engine(engine, chunks=BOUND)
+    result = await bounded.abort_cohort(pid, "translate", idempotency_key="k")
+    assert (result.matched, result.applied, result.skipped) == (ROWS, ROWS, 0)
+    assert not await live_children(engine, pid)
+    p = await bounded.get_instance(pid)
+    resolved_once(p)
+    assert {r.abortReason for r in p.subworkflows} == {"cohort-aborted"}
+    assert [e["by"] for e in p.history if e.get("_type") == "cohortClosed"] == ["abortCohort"]
+    await assert_cohort_aborted(bounded, pid, first)
+    again = await bounded.abort_cohort(pid, "translate", idempotency_key="k")
+    assert (again.matched, again.applied) == (ROWS, 0)  # a replay applies nothing
+
+
+async def test_a_closing_cancel_cohort_pages_its_cancel_requests(engine: Engine) -> None:
+    pid = await started(sparse_engine(engine), definition(window=WIDE))
+    first = await live_children(engine, pid)
+    bounded = sparse_engine(engine, chunks=BOUND)
+    result = await bounded.cancel_cohort(pid, "translate")
+    assert (result.matched, result.applied) == (ROWS, ROWS)
+    kids = await children(engine, pid)
+    assert sorted(str(k["_id"]) for k in kids) == sorted(first)
+    assert all(k.get("cancelledAt") for k in kids)
+    p = await bounded.get_instance(pid)
+    resolved_once(p)
+    assert {r.outcome for r in p.subworkflows} == {"cancelled"}
+    stored = await bounded.document(pid)
+    assert stored is not None and not stored.get("owesCancels") and not stored.get("sweeps")

@@ -31,22 +31,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kinflow.core import cancellation
-from kinflow.core.cohort import outcomes, selection, window
+from kinflow.core.cohort import selection, sweep, tallies, window
 from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.commit import Commit
 from kinflow.core.context import PlanContext
-from kinflow.core.errors import ActionDisabled
+from kinflow.core.errors import ActionDisabled, CohortNotFound
 from kinflow.core.history import record
 from kinflow.core.inputs import check_key, check_text, check_value
 from kinflow.core.ledger import is_replay, remember
 from kinflow.core.mutation import Mutation
 from kinflow.core.state import (
-    AbortPending,
     BulkCall,
     CohortWindow,
     Instance,
-    ResolvedRow,
     SubworkflowEntry,
 )
 from kinflow.errors import InvalidInput, KinflowError
@@ -275,19 +272,38 @@ def endable(row: SubworkflowEntry, op: str) -> bool:
 def _end_row(m: Instance, ctx: PlanContext, call: CohortCall, place: int) -> None:
     row = m.subworkflows[place]
     reason = call.reason or f'{call.op} of activity "{row.activity}"'
-    if call.op == ABORT:
-        if row.queued:
-            replace_row(m, place, queued=None, outcome=outcomes.ABORTED,
-                        abortReason=ABORT_REASON,
-                        resolved=ResolvedRow(at=ctx.now_iso, aborted=True,
-                                             detail=ABORT_REASON))
-            record(m, ctx, "subworkflowResolved", activity=row.activity,
-                   instanceRef=row.ref.to_json(), status="aborted", detail=ABORT_REASON)
-        else:
-            replace_row(m, place, abortReason=ABORT_REASON,
-                        abortPending=AbortPending(at=ctx.now_iso, reason=reason))
-        return
-    cancellation.request_row(m, ctx, place, reason)  # a queued row is skipped CANCELLED
+    sweep.bulk_row(m, ctx, place, call.op, reason, ABORT_REASON)
+
+
+def plan_close_paged(state: Instance, call: CohortCall, ctx: PlanContext) -> Mutation:
+    """A closing call on a sparse parent that pages (core/cohort/sweep.py): one commit
+    closes the cohort and records a sweep of it; the drain ends its rows a page of chunks
+    per commit. ``Mutation.result`` is the call's ``BulkResult`` from the cohort's counts:
+    ``matched`` its rows, ``applied`` those not finished, ``skipped`` the others (a replay
+    of the same key applies nothing)."""
+    check(call, ctx)
+    commit = Commit(state, ctx)
+    m = commit.m
+    visit = window.latest_visit(m, call.activity)
+    if visit is None:
+        raise CohortNotFound(
+            f"instance {m.id_!r} never spawned a cohort for activity {call.activity!r}",
+            parentId=m.id_, activity=call.activity)
+    entry = next((e for e in m.cohortRows or [] if (e.get("activity"), e.get("stageEntry"))
+                  == (call.activity, visit)), None)
+    total = tallies.total(entry)
+    if call.keyed and is_replay(m, ctx, call.key, call.op, call.args()):
+        return commit.finish(result=selection.BulkResult(matched=total, skipped=total))
+    if call.keyed:
+        remember(m, ctx, call.key, call.op, call.args())
+    unfinished = sum(int(n) for key, n in (entry or {}).get("counts", {}).items()
+                     if tallies.split(key)[0] not in sweep.FINISHED)
+    close(m, ctx, call, selection.Cohort(call.activity, visit, ()))
+    sweep.begin(m, ctx, sweep.BULK, visit=visit, activity=call.activity, policy=call.op,
+                reason=call.reason or f'{call.op} of activity "{call.activity}"',
+                detail=ABORT_REASON)
+    return commit.finish(result=selection.BulkResult(
+        matched=total, applied=unfinished, skipped=total - unfinished))
 
 
 # ---- closing ----

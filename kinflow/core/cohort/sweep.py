@@ -41,6 +41,7 @@ EXIT = "exit"  # a stage visit was left: the live rows of its onExit abort/cance
 CANCEL = "cancel"  # the parent is cancelling: every live row gets its spawn's onCancel
 QUORUM = "quorum"  # a cohort completed (completeWhen): its rows not finished are stopped
 BUDGET = "budget"  # a cohort exceeded its failure budget: the rest skipped and stopped
+BULK = "bulk"  # a closing abortCohort / cancelCohort: every unfinished row of its cohort
 PARENT_ABORTED = "parent instance aborted"
 ABORTS = "aborts"
 CANCELS = "cancels"
@@ -138,12 +139,34 @@ def budget_row(instance: Instance, ctx: PlanContext, index: int, policy: str) ->
         replace_row(instance, index, abortReason=stopped)
 
 
+def bulk_row(instance: Instance, ctx: PlanContext, index: int, op: str, reason: str,
+             detail: str) -> bool:
+    """``abortCohort`` (``op``) or ``cancelCohort`` on row ``index`` (core/cohort/bulk.py):
+    a live row condemned or asked to cancel, a queued one skipped; whether it applied (not a
+    finished, condemned or detached row, nor one already asked to cancel by a cancel)."""
+    row = instance.subworkflows[index]
+    if row.resolved is not None or row.abortPending is not None or row.detached or (
+            op != "abortCohort" and row.cancelPending is not None):
+        return False
+    if op != "abortCohort":
+        cancellation.request_row(instance, ctx, index, reason)  # a queued row: CANCELLED
+    elif row.queued:
+        replace_row(instance, index, queued=None, outcome=outcomes.ABORTED, abortReason=detail,
+                    resolved=ResolvedRow(at=ctx.now_iso, aborted=True, detail=detail))
+        record(instance, ctx, "subworkflowResolved", activity=row.activity,
+               instanceRef=row.ref.to_json(), status="aborted", detail=detail)
+    else:
+        replace_row(instance, index, abortReason=detail,
+                    abortPending=AbortPending(at=ctx.now_iso, reason=reason))
+    return True
+
+
 # ---------------------------------------------------------------- sweeps
 
 
 def begin(instance: Instance, ctx: PlanContext, kind: str, *, reason: str | None = None,
           stage: str | None = None, visit: str | None = None, activity: str | None = None,
-          policy: str | None = None) -> None:
+          policy: str | None = None, detail: str | None = None) -> None:
     """Record a sweep instead of walking every row (the drain pages it): over the rows
     registered now (``end``) of the cohorts of ``visit`` (every cohort without one; only
     ``activity``'s when given)."""
@@ -152,7 +175,7 @@ def begin(instance: Instance, ctx: PlanContext, kind: str, *, reason: str | None
     entry: dict[str, Any] = {"kind": kind, "at": ctx.now_iso, "next": 0, "visits": visits,
                              "end": len(instance.subworkflows)}
     for name, value in (("reason", reason), ("stage", stage), ("visit", visit),
-                        ("activity", activity), ("policy", policy)):
+                        ("activity", activity), ("policy", policy), ("detail", detail)):
         if value is not None:
             entry[name] = value
     instance.sweeps = [*(instance.sweeps or []), entry]
@@ -210,6 +233,9 @@ def page(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
                 quorum_row(instance, ctx, index, str(entry["policy"]), str(entry["reason"]))
             elif entry["kind"] == BUDGET:
                 budget_row(instance, ctx, index, str(entry["policy"]))
+            elif entry["kind"] == BULK:
+                bulk_row(instance, ctx, index, str(entry["policy"]), str(entry["reason"]),
+                         str(entry["detail"]))
             else:
                 abort_row(instance, index, str(entry.get("reason") or PARENT_ABORTED),
                           str(entry["at"]))
