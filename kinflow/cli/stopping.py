@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 import threading
 from types import FrameType
 
 import uvicorn
+
+from kinflow.cli import heap
 
 log = logging.getLogger("kinflow")
 EXIT_AFTER = 9.0  # seconds from the first signal to the watchdog's exit
@@ -57,6 +60,11 @@ class BoundedServer(uvicorn.Server):
             self.force_exit = True
         arm_watchdog()
         super().handle_exit(sig, frame)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if not self.should_exit:  # started: what start-up built stays (cli/heap.py)
+            heap.settle()
 
 
 def serve(config: uvicorn.Config) -> bool:
