@@ -231,10 +231,15 @@ class PlanContext:
     # deployed child definitions by (name, version or None for the latest); None = absent
     definitions: dict[tuple[str, int | None], dict[str, Any] | None] = field(
         default_factory=dict)
+    # ``now`` as stored text, made once: a child fire's plan asks for it about 15 times
+    _now_iso: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def now_iso(self) -> str:
-        return iso(self.now)
+        text = self._now_iso
+        if text is None:
+            text = self._now_iso = iso(self.now)
+        return text
 
     def lake_query(self, query: str, params: dict[str, Any]) -> Any:
         key = query_key(query, params)

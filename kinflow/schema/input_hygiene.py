@@ -15,6 +15,7 @@ where the value was.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -83,13 +84,29 @@ def document_problem(document: DocumentNode) -> str | None:
     return None
 
 
+# a document's verdict, by identity while it lives: a cached operation text's document
+# (schema/caching.py) is walked once, not on every request that sends the text
+_verdicts: dict[int, tuple[weakref.ref[DocumentNode], str | None]] = {}
+
+
+def checked_document(document: DocumentNode) -> str | None:
+    """``document_problem``, remembered for ``document`` while it is alive."""
+    key = id(document)
+    found = _verdicts.get(key)
+    if found is not None and found[0]() is document:
+        return found[1]
+    problem = document_problem(document)
+    _verdicts[key] = (weakref.ref(document, lambda _: _verdicts.pop(key, None)), problem)
+    return problem
+
+
 def request_problem(query: str | None, document: DocumentNode | None,
                     variables: dict[str, Any] | None) -> str | None:  # fmt: skip
     """Why an operation's inputs cannot be stored or echoed, else ``None``."""
     if query is not None and not encodable(query):
         return "the query text holds a lone surrogate"
     if document is not None:
-        problem = document_problem(document)
+        problem = checked_document(document)
         if problem:
             return problem
     return value_problem(variables or {}, "variables")
