@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 RETRY_PAUSE = 0.05  # seconds between tries of an operation a planned restart cut off
+_HANDLES = 64  # collection handles kept at most (names are checked dataset and side names)
 Document = dict[str, Any]
 SIDE_KINDS = frozenset({"rows", "engine", "stamps"})
 """The kinds of side collection: ``rows`` (cohort registry rows), ``engine`` (leases and
@@ -103,6 +104,9 @@ class LakeDatabase:
     ``None``: no ledger (a tool's short-lived connection)."""
     sessions: SessionLedger | None = field(default=None, init=False)
     _ready: set[str] = field(default_factory=set, repr=False)
+    # collection handles by name, for the client in use (pymongo builds a database and a
+    # collection object per lookup: ~12 µs, a few times per child fire)
+    _handles: dict[str, AsyncCollection[Document]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self, ledger: Callable[[LakeDatabase], SessionLedger] | None) -> None:
         self.sessions = ledger(self) if ledger is not None else None
@@ -115,8 +119,15 @@ class LakeDatabase:
 
     def collection(self, dataset: str | None = None) -> AsyncCollection[Document]:
         name = dataset or self.default_dataset
+        found = self._handles.get(name)
+        if (found is not None and found.database.client is self.client
+                and found.database.name == self.database):
+            return found
         check_collection(name)
-        return self.db[name]
+        if len(self._handles) >= _HANDLES:
+            self._handles.clear()
+        found = self._handles[name] = self.db[name]
+        return found
 
     def _specs(self, name: str) -> list[IndexSpec]:
         kind = check_collection(name)[1]
