@@ -50,7 +50,7 @@ from kinflow.core.context import (
 from kinflow.core.errors import ChildIdTaken, InstanceNotFound, PlanReadLimit
 from kinflow.core.mutation import Mutation
 from kinflow.core.state import INSTANCE_TYPE, Instance, parse_instance
-from kinflow.engine import ids, sizes, sparse_load
+from kinflow.engine import collector, ids, sizes, sparse_load
 from kinflow.engine.faults import Faults
 from kinflow.engine.first_batch import batch_for, committing
 from kinflow.engine.rowstore import RowStore
@@ -207,10 +207,11 @@ class Transactor:
                 await self.write(mutation, state.rev_, session, now)
             return mutation
 
-        with observing.commit(verb) as seen:
-            mutation = await committing(self, lambda: self.lake.transaction(
-                callback, verb=verb, attempts=attempts, on_retry=seen.retry))
-        await self.after_commit(mutation)
+        with collector.held(instance_id in self.kept):  # a kept parent (engine/collector.py)
+            with observing.commit(verb) as seen:
+                mutation = await committing(self, lambda: self.lake.transaction(
+                    callback, verb=verb, attempts=attempts, on_retry=seen.retry))
+            await self.after_commit(mutation)
         return mutation
 
     async def load(self, instance_id: str, session: AsyncClientSession | None) -> Instance:

@@ -109,3 +109,45 @@ async def test_a_parent_stays_kept_when_its_spawn_materialises_children_after_it
     stamped = await engine.get_instance(parent_id)
     assert stamped.subworkflows[0].resolved is not None
     assert not stamped.materialising
+
+
+async def test_a_kept_parents_commit_runs_with_the_cyclic_collector_held_off(
+        lake: Lake, clock: Clock) -> None:
+    """engine/collector.py: a commit on a kept parent holds the collector off (a full pass
+    would walk every row the copy holds) and turns it on again, refused or not; a commit of
+    an instance not kept leaves it alone."""
+    import gc
+
+    from kinflow.core import verbs
+    from kinflow.core.context import Actor
+    from kinflow.core.errors import KinflowError
+
+    engine = Engine(lake, clock=clock)
+    await engine.ensure_ready()
+    await engine.deploy([child(), parent()])
+    started = await engine.start_instance("p", fields=items("a", "b", "c"))
+    parent_id = started.instance.id_
+    children = [r.child_id for r in (await engine.fire_action(parent_id, "go", "go"))
+                .instance.subworkflows]
+    await engine.get_instance(parent_id)
+    assert parent_id in engine.transact.kept and children[0] not in engine.transact.kept
+    planned: dict[str, bool] = {}
+
+    def looking(state: Any, ctx: Any) -> Any:
+        planned[state.id_] = gc.isenabled()
+        return verbs.plan_hop(state, ctx)
+
+    def refusing(state: Any, ctx: Any) -> Any:
+        planned["refused"] = gc.isenabled()
+        raise KinflowError("refused here", code="action-disabled")
+
+    assert gc.isenabled()
+    for target in (parent_id, children[0]):
+        await engine.transact.commit(target, looking, verb="look", actor=Actor.system())
+        assert gc.isenabled()
+    assert planned == {parent_id: False, children[0]: True}
+    try:
+        await engine.transact.commit(parent_id, refusing, verb="look", actor=Actor.system())
+    except KinflowError:
+        pass
+    assert planned["refused"] is False and gc.isenabled()
