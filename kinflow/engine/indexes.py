@@ -43,6 +43,9 @@ ENGINE_INDEXES: tuple[IndexSpec, ...] = (
     IndexSpec("instance_parent", (("ancestors.id", 1),), partial=INSTANCES),
     IndexSpec("instance_definition", (("definition", 1), ("completedAt", 1)),
               partial=INSTANCES),
+    # open cohort parents for /metrics (observability/gauges.py): only parents with rows
+    IndexSpec("instance_cohort_parents", (("completedAt", 1),),
+              partial={**INSTANCES, "rowCount": {"$gt": 0}}),
     # subworkflows: children by parent, and the repair hints the heartbeat follows
     IndexSpec("instance_children", (("parentInstance", 1), ("completedAt", 1)),
               partial=INSTANCES),

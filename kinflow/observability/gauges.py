@@ -3,8 +3,9 @@
 ``Watched`` holds what one running app exposes (its lake connection, hubs and
 engine). Hub and process figures are read as they are at collection. Cohort
 aggregates and the heartbeat backlog need the lake: ``refresh`` reads them
-(a few counts and the open parents' per-cohort tallies, never a registry
-row) at most every ``REFRESH_SECONDS``, before the scrape is rendered.
+(the open parents' per-cohort tallies and the backlog kinds, never a
+registry row, each through a partial index of engine/indexes.py and capped)
+at most every ``REFRESH_SECONDS``, before the scrape is rendered.
 Labels are statuses and kinds, never an instance id.
 """
 
@@ -34,6 +35,9 @@ log = logging.getLogger("kinflow.observability")
 REFRESH_SECONDS = 5.0
 REFRESH_TIMEOUT = 2.0
 OPEN_PARENTS = 1000  # unfinished parents whose cohort tallies one refresh reads at most
+# served by instance_cohort_parents (engine/indexes.py)
+OPEN_PARENTS_QUERY = {"_type": INSTANCE_TYPE, "completedAt": None, "rowCount": {"$gt": 0}}
+BACKLOG_CAP = 10_000  # documents one backlog kind reads at most (the gauge saturates there)
 _STATUS = re.compile(r"^[a-z][a-zA-Z-]{0,23}$")
 _MAX_STATUSES = 16
 
@@ -68,8 +72,8 @@ class Watched:
     async def _read_cohorts(self) -> None:
         lake, dataset = self.engine.lake, self.engine.dataset
         parents = await lake.find(
-            {"_type": INSTANCE_TYPE, "completedAt": None, "rowCount": {"$gt": 0}},
-            dataset=dataset, projection={"cohortRows": 1, "cohorts": 1}, limit=OPEN_PARENTS)
+            OPEN_PARENTS_QUERY, dataset=dataset, projection={"cohortRows": 1, "cohorts": 1},
+            limit=OPEN_PARENTS)
         rows: Counter[str] = Counter()
         cohorts = paused = 0
         for parent in parents:
@@ -85,25 +89,37 @@ class Watched:
         self.rows, self.cohorts, self.paused = dict(rows), cohorts, paused
 
     async def _read_backlog(self) -> None:
+        """Each kind read through its partial index (engine/indexes.py), at most ``BACKLOG_CAP``
+        documents a kind: a count command or an aggregate's count would read more than the
+        index on the embedded lake, and a completed instance's due time is dropped here."""
         lake, dataset = self.engine.lake, self.engine.dataset
-        now = iso(datetime.now(UTC))
-        instance = {"_type": INSTANCE_TYPE}
+        found: dict[str, list[Any]] = {}
+        for kind, (side, filter_, projection) in backlog_queries(iso(datetime.now(UTC))).items():
+            found[kind] = await lake.find(
+                filter_, dataset=side_name(dataset, side) if side else dataset,
+                projection=projection, limit=BACKLOG_CAP)
         backlog = {
-            "tick": await lake.count({**instance, "nextEvaluationAt": {"$lte": now},
-                                      "completedAt": None}, dataset=dataset),
-            "effects": await lake.count({**instance, "effectsDueAt": {"$gt": "", "$lte": now}},
-                                        dataset=dataset),
-            "propagate": await lake.count({**instance, "propagateTo": {"$gt": ""}},
-                                          dataset=dataset),
+            "tick": sum(1 for doc in found["tick"] if not doc.get("completedAt")),
+            "effects": len(found["effects"]),
+            "propagate": len(found["propagate"]) + sum(  # a group's children (engine/stamps.py)
+                len(doc.get("children") or ()) for doc in found["stamps"]),
         }
-        noted = await lake.find({}, dataset=side_name(dataset, "stamps"),  # a group's children
-                                projection={"children": 1})  # (engine/stamps.py)
-        backlog["propagate"] += sum(len(doc.get("children") or ()) for doc in noted)
-        owing = await lake.find({**instance, **ANY_OWED}, dataset=dataset,
-                                projection={"_id": 1, FIELD: 1})
         for flag in FLAGS:
-            backlog[flag] = sum(1 for doc in owing if holds(doc.get(FIELD), flag))
+            backlog[flag] = sum(1 for doc in found["owing"] if holds(doc.get(FIELD), flag))
         self.backlog = backlog
+
+
+def backlog_queries(now: str) -> dict[str, tuple[str, dict[str, Any], dict[str, int]]]:
+    """The backlog's reads by kind: (side collection or "", filter, projection)."""
+    instance = {"_type": INSTANCE_TYPE}
+    return {
+        "tick": ("", {**instance, "nextEvaluationAt": {"$gt": "", "$lte": now}},
+                 {"_id": 1, "completedAt": 1}),
+        "effects": ("", {**instance, "effectsDueAt": {"$gt": "", "$lte": now}}, {"_id": 1}),
+        "propagate": ("", {**instance, "propagateTo": {"$gt": ""}}, {"_id": 1}),
+        "stamps": ("stamps", {"parent": {"$gt": ""}}, {"children": 1}),
+        "owing": ("", {**instance, **ANY_OWED}, {"_id": 1, FIELD: 1}),
+    }
 
 
 class AppFigures(Collector):
