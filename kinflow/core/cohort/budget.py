@@ -38,7 +38,7 @@ stops its rows a page of chunks per commit (``sweep.budget_row``, the same rule)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -219,18 +219,10 @@ def _enforce_paged(instance: Instance, definition: WorkflowDefinition, ctx: Plan
     owed aborts or cancel requests remain (their rows are no budget's doing)."""
     acted = False
     owed = sweep.owes(instance, sweep.ABORTS) or sweep.owes(instance, sweep.CANCELS)
-    for entry in counts.live_summary(instance):
-        cohort = (str(entry["activity"]), str(entry["stageEntry"]))
-        own = setting(instance, cohort)
-        stage = admission.stage_of(instance, cohort[1])
-        if stage is None or (own is not None and own.budgetExceededAt is not None):
+    for cohort, entry, budget, policy in _over_budget(instance, definition):
+        if sparse.swept(instance, cohort):
             continue
-        budget, policy = effective(own.failureBudget if own else None, definition, stage,
-                                   cohort[0], None)
         failed, total = tallies.failed(entry), tallies.total(entry)
-        if budget is None or not budget.exceeded(failed, total) or sparse.swept(instance,
-                                                                              cohort):
-            continue
         unresolved = sum(int(n) for key, n in entry.get("counts", {}).items()
                          if tallies.split(key)[0] not in sweep.FINISHED)
         if not _open_visit(instance, cohort) and (owed or not unresolved):
@@ -246,20 +238,25 @@ def _enforce_paged(instance: Instance, definition: WorkflowDefinition, ctx: Plan
     return acted
 
 
-def _sparse_exceeded(instance: Instance, definition: WorkflowDefinition) -> bool:
-    """Whether a cohort of a sparse registry may have to act: its budget (not acted yet) is
-    exceeded by the failed rows its summary counts (``tallies.failed`` is ``used``)."""
+def _over_budget(instance: Instance, definition: WorkflowDefinition
+                 ) -> Iterator[tuple[tuple[str, str], dict[str, Any], Budget, str]]:
+    """The cohorts of a sparse registry whose budget (not acted on yet) is exceeded by the
+    failed rows their summary counts (``tallies.failed`` is ``used``), with that budget."""
     for entry in counts.live_summary(instance):
         cohort = (str(entry["activity"]), str(entry["stageEntry"]))
         own = setting(instance, cohort)
         stage = admission.stage_of(instance, cohort[1])
         if stage is None or (own is not None and own.budgetExceededAt is not None):
             continue
-        budget, _ = effective(own.failureBudget if own else None, definition, stage,
-                              cohort[0], None)
+        budget, policy = effective(own.failureBudget if own else None, definition, stage,
+                                   cohort[0], None)
         if budget is not None and budget.exceeded(tallies.failed(entry), tallies.total(entry)):
-            return True
-    return False
+            yield cohort, entry, budget, policy
+
+
+def _sparse_exceeded(instance: Instance, definition: WorkflowDefinition) -> bool:
+    """Whether a cohort of a sparse registry may have to act on its budget."""
+    return any(True for _ in _over_budget(instance, definition))
 
 
 def _actionable(instance: Instance, cohort: Cohort, rows: list[SubworkflowEntry]) -> bool:
