@@ -127,12 +127,10 @@ async def test_a_crash_between_pages_is_resumed_by_the_heartbeat(
     await assert_cohort_aborted(bounded, pid, first)
 
 
-async def test_a_graceful_cancellation_pages_its_rows_and_ends(engine: Engine) -> None:
-    pid = await started(sparse_engine(engine), definition(window=WIDE))
-    first = await live_children(engine, pid)
-    bounded = sparse_engine(engine, chunks=BOUND)
-    result = await bounded.cancel_instance(pid, reason="stop")
-    assert result.instance.cancelledAt is not None  # every row settled: CANCELLED
+async def every_child_cancelled(engine: Engine, bounded: Engine, pid: str, first: list[str]
+                                ) -> dict[str, Any]:
+    """Every live child was cancelled once, every row says so, nothing is owed any more:
+    the parent's stored document."""
     kids = await children(engine, pid)
     assert sorted(str(k["_id"]) for k in kids) == sorted(first)
     assert all(k.get("cancelledAt") for k in kids)
@@ -141,6 +139,16 @@ async def test_a_graceful_cancellation_pages_its_rows_and_ends(engine: Engine) -
     assert {r.outcome for r in p.subworkflows} == {"cancelled"}
     stored = await bounded.document(pid)
     assert stored is not None and not stored.get("owesCancels") and not stored.get("sweeps")
+    return stored
+
+
+async def test_a_graceful_cancellation_pages_its_rows_and_ends(engine: Engine) -> None:
+    pid = await started(sparse_engine(engine), definition(window=WIDE))
+    first = await live_children(engine, pid)
+    bounded = sparse_engine(engine, chunks=BOUND)
+    result = await bounded.cancel_instance(pid, reason="stop")
+    assert result.instance.cancelledAt is not None  # every row settled: CANCELLED
+    stored = await every_child_cancelled(engine, bounded, pid, first)
     counts = tallies.counts(tallies.find(stored["cohortRows"], "translate", None))
     assert (counts.total, counts.cancelled) == (ROWS, ROWS)
 
@@ -241,11 +249,4 @@ async def test_a_closing_cancel_cohort_pages_its_cancel_requests(engine: Engine)
     bounded = sparse_engine(engine, chunks=BOUND)
     result = await bounded.cancel_cohort(pid, "translate")
     assert (result.matched, result.applied) == (ROWS, ROWS)
-    kids = await children(engine, pid)
-    assert sorted(str(k["_id"]) for k in kids) == sorted(first)
-    assert all(k.get("cancelledAt") for k in kids)
-    p = await bounded.get_instance(pid)
-    resolved_once(p)
-    assert {r.outcome for r in p.subworkflows} == {"cancelled"}
-    stored = await bounded.document(pid)
-    assert stored is not None and not stored.get("owesCancels") and not stored.get("sweeps")
+    await every_child_cancelled(engine, bounded, pid, first)
