@@ -134,9 +134,7 @@ def all_settled(instance: Instance) -> bool:
         return all(settled(row) for row in instance.subworkflows)
     if instance.sweeps:
         return False
-    unresolved = sum(int(n) for entry in cohort_counts.live_summary(instance)
-                     for key, n in (entry.get("counts") or {}).items()
-                     if tallies.split(key)[0] not in ("done", "aborted", "cancelled"))
+    unresolved = sum(tallies.unfinished(entry) for entry in cohort_counts.live_summary(instance))
     return unresolved == detached_now(instance)
 
 

@@ -272,9 +272,7 @@ class Commit:
 def live_count(m: Instance) -> int:
     """Unresolved rows (live or queued): from the cohorts' counts on a sparse parent."""
     if sparse.is_sparse(m):
-        return sum(int(n) for entry in counts.live_summary(m)
-                   for key, n in entry.get("counts", {}).items()
-                   if tallies.split(key)[0] not in ("done", "aborted", "cancelled"))
+        return sum(tallies.unfinished(entry) for entry in counts.live_summary(m))
     return sum(1 for row in m.subworkflows if row.resolved is None)
 
 

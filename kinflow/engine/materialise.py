@@ -93,7 +93,7 @@ class Materialiser:
             return
         cleared = kept.model_copy(update={"materialising": None})  # (rows and memo shared)
         cleared.rev_, cleared.updatedAt_ = rev, iso(now)
-        self.transact.kept[parent_id] = cleared
+        self.transact.keep(cleared)  # through keep: its bounds and order hold
 
     async def insert_missing(self, documents: list[dict[str, Any]]) -> None:
         await self.transact.lake.create_missing(documents, dataset=self.transact.dataset,

@@ -223,8 +223,7 @@ def _enforce_paged(instance: Instance, definition: WorkflowDefinition, ctx: Plan
         if sparse.swept(instance, cohort):
             continue
         failed, total = tallies.failed(entry), tallies.total(entry)
-        unresolved = sum(int(n) for key, n in entry.get("counts", {}).items()
-                         if tallies.split(key)[0] not in sweep.FINISHED)
+        unresolved = tallies.unfinished(entry)
         if not _open_visit(instance, cohort) and (owed or not unresolved):
             continue
         if policy == PAUSE:

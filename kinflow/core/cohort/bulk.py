@@ -296,8 +296,7 @@ def plan_close_paged(state: Instance, call: CohortCall, ctx: PlanContext) -> Mut
         return commit.finish(result=selection.BulkResult(matched=total, skipped=total))
     if call.keyed:
         remember(m, ctx, call.key, call.op, call.args())
-    unfinished = sum(int(n) for key, n in (entry or {}).get("counts", {}).items()
-                     if tallies.split(key)[0] not in sweep.FINISHED)
+    unfinished = tallies.unfinished(entry)
     close(m, ctx, call, selection.Cohort(call.activity, visit, ()))
     sweep.begin(m, ctx, sweep.BULK, visit=visit, activity=call.activity, policy=call.op,
                 reason=call.reason or f'{call.op} of activity "{call.activity}"',

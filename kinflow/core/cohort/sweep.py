@@ -46,7 +46,7 @@ PARENT_ABORTED = "parent instance aborted"
 ABORTS = "aborts"
 CANCELS = "cancels"
 DETACHED = cancellation.DETACHED
-FINISHED = ("done", "aborted", "cancelled")
+FINISHED = tallies.FINISHED
 
 
 # ---------------------------------------------------------------- what condemns a row

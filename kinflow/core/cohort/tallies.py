@@ -190,6 +190,15 @@ def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
 # ---------------------------------------------------------------- reading
 
 
+FINISHED = frozenset({"done", "aborted", "cancelled"})  # a row's status once it has ended
+
+
+def unfinished(entry: dict[str, Any] | None) -> int:
+    """The rows of a cohort's summary entry that have not ended (queued or active)."""
+    return sum(int(n) for key, n in ((entry or {}).get("counts") or {}).items()
+               if split(key)[0] not in FINISHED)
+
+
 def total(entry: dict[str, Any] | None) -> int:
     return sum((entry or {}).get("counts", {}).values())
 
