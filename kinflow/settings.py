@@ -126,6 +126,9 @@ class Settings(BaseSettings):
         default=256, description="Children created inside the spawning transaction."
     )
     max_spawn_depth: int = Field(default=6, description="Deepest allowed chain of spawns.")
+    max_cascade_moves: int = Field(
+        default=100, ge=1,
+        description="Stage moves one call may make before it is refused (cascade-limit).")
     max_fan_out: int = Field(
         default=1_000_000, ge=1,
         description="Rows one lake forEach with maxActive may register (fan-out-limit).")

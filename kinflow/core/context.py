@@ -98,6 +98,7 @@ class Limits:
     def from_settings(cls, settings: Any) -> Limits:
         """Limits from ``kinflow.settings.Settings`` (``KINFLOW_*``)."""
         return cls(spawn_depth=settings.max_spawn_depth, fan_out=settings.max_fan_out,
+                   cascade_moves=settings.max_cascade_moves,
                    max_active_children=settings.max_active_children,
                    sparse_rows=settings.sparse_registry_rows,
                    sparse_chunks=settings.sparse_commit_chunks,

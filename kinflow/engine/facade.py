@@ -184,14 +184,22 @@ class Engine:
                                 lambda s, c: verbs.plan_complete_effect(s, verb, c))
 
     async def tick(self, instance_id: str, *, actor: Actor | None = None) -> OperationResult:
-        """Re-evaluate: un-park, drain owed aborts, stamp what children did, cascade, propagate."""
+        """Re-evaluate: drain owed aborts, stamp what children did, cascade, propagate; then
+        un-park, whatever the outcome (a tick is "try again now").
+
+        The parking is deleted after the attempt, not before: while it stands the
+        heartbeat leaves the instance alone, so the two never race through the same
+        cascade, conflicting at every hop.
+        """
         await self.ensure_ready()
         actor = actor or Actor.system()
-        state = await self.transact.load(instance_id, None)
-        await unpark(self.lake, self.dataset, instance_id)  # a tick is "try again now"
-        await self.driver.drain_condemned(state, actor)
-        await self.driver.drain_cancels(state, actor)
-        return await self._verb(instance_id, "tick", actor, verbs.plan_hop)
+        try:
+            state = await self.transact.load(instance_id, None)
+            await self.driver.drain_condemned(state, actor)
+            await self.driver.drain_cancels(state, actor)
+            return await self._verb(instance_id, "tick", actor, verbs.plan_hop)
+        finally:
+            await unpark(self.lake, self.dataset, instance_id)
 
     async def abort_instance(self, instance_id: str, *, reason: str | None = None,
                              idempotency_key: str | None = None,
