@@ -185,10 +185,12 @@ class Commit:
 
     def fill_windows(self) -> bool:
         """Start queued rows where their window has room; whether a started child
-        finished at once (the parent's gates then owe an evaluation)."""
+        finished at once, or a prioritised fill of a sparse parent stopped at its commit's
+        chunk bound (either way the parent owes an evaluation)."""
         before = len(self.creates)
         window.fill(self.m, self.definition, self.ctx, self.start_queued)
-        return any(doc.get("completedAt") for doc in self.creates[before:])
+        deferred = bool(self.m._derived.pop(window.DEFERRED, False))  # the bound was spent
+        return deferred or any(doc.get("completedAt") for doc in self.creates[before:])
 
     def settle_rows(self) -> settlement.Settled:
         """Deadlines, retries and quorums over the rows this commit changed

@@ -45,7 +45,9 @@ def private(state: Instance) -> Instance:
     if not sparse.is_sparse(state):
         return state
     copy = state.model_copy()
-    copy.subworkflows = cast(Any, sparse.rows_of(state).copy())
+    rows = sparse.rows_of(state).copy()
+    rows.read = 0  # (what a commit reads into it)
+    copy.subworkflows = cast(Any, rows)
     copy.history = list(state.history)
     return copy
 
@@ -62,10 +64,10 @@ def kept_copy(state: Instance) -> Instance:
     return copy
 
 
-def wanted(state: Instance, seen: Iterable[int | None]) -> set[int]:
+def wanted(state: Instance, seen: Iterable[int | None], limits: Limits) -> set[int]:
     """The chunks a commit of ``state`` reads before planning (``sparse.wanted``)."""
     caps = window.caps(state, state.definition_model())
-    return sparse.wanted(state, [p for p in seen if p is not None], caps)
+    return sparse.wanted(state, [p for p in seen if p is not None], caps, limits.sparse_chunks)
 
 
 def check_bound(state: Instance, chunks: Iterable[int], limits: Limits) -> None:

@@ -261,7 +261,7 @@ class Transactor:
                         session: AsyncClientSession | None) -> None:
         """The chunks a sparse parent's commit reads before planning (sparse.wanted)."""
         if sparse.is_sparse(state):
-            await self.rows.hold(state, sparse_load.wanted(state, seen), session)
+            await self.rows.hold(state, sparse_load.wanted(state, seen, self.limits), session)
 
     async def walkable(self, state: Instance, session: AsyncClientSession | None = None
                        ) -> Instance:

@@ -36,6 +36,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from kinflow.core.cohort import sparse
 from kinflow.core.context import PlanContext, iso, parse_iso
 from kinflow.core.history import record
 from kinflow.core.state import CohortWindow, Instance, SubworkflowEntry
@@ -298,6 +299,9 @@ def order(instance: Instance, places: Iterable[int], prioritised: bool) -> Itera
         yield from sorted(places)
         return
     rows = instance.subworkflows
+    if sparse.is_sparse(instance):  # the held rows (core/cohort/priority.py: the rest)
+        yield from sorted(places, key=lambda place: _queue_key(rows[place], place))
+        return
     kept: tuple[list[SubworkflowEntry], list[tuple[float, int]]] | None = (
         instance._derived.get("queue"))
     seen, queue = ([], []) if kept is None or len(kept[0]) > len(rows) else kept

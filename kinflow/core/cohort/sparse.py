@@ -25,7 +25,7 @@ import heapq
 from collections.abc import Container, Iterable, Iterator
 from typing import Any, overload
 
-from kinflow.core.cohort import places
+from kinflow.core.cohort import places, priority
 from kinflow.core.context import NeedsChunks
 from kinflow.core.state import Instance, SubworkflowEntry
 
@@ -123,9 +123,12 @@ class SparseRows:
             yield from enumerate(self.held[chunk], chunk * CHUNK)
 
     def copy(self) -> SparseRows:
-        """A copy whose chunks are new lists of the same (frozen) rows."""
-        return SparseRows(self.count, {c: list(rows) for c, rows in self.held.items()},
-                          dict(self.bound))
+        """A copy whose chunks are new lists of the same (frozen) rows (and which counts
+        the chunks read so far: a plan's copy knows what its commit may still read)."""
+        copied = SparseRows(self.count, {c: list(rows) for c, rows in self.held.items()},
+                            dict(self.bound))
+        copied.read = self.read
+        return copied
 
     def add(self, chunk: int, rows: list[SubworkflowEntry], bound: list[dict[str, Any]]
             ) -> None:
@@ -206,12 +209,14 @@ def window_room(instance: Instance, entry: dict[str, Any], cap: int | None) -> i
     return max(0, min(queued, cap - live))
 
 
-def wanted(instance: Instance, places_seen: Iterable[int], caps: dict[tuple[str, str], int | None]
-           ) -> set[int]:
+def wanted(instance: Instance, places_seen: Iterable[int], caps: dict[tuple[str, str], int | None],
+           bound: int | None = None) -> set[int]:
     """The chunks a commit of a sparse parent reads before planning: the last one (a
     registration batch appends there), those of the rows ``places_seen`` names (a round's
     observed children), and per cohort with rows queued the first chunks holding them,
-    enough to fill its window's room (``caps``: each cohort's window)."""
+    enough to fill its window's room (``caps``: each cohort's window); for a prioritised
+    cohort, those of its highest priority levels (``priority.chunks_for``), at most half
+    the commit's chunk ``bound``."""
     count = instance.rowCount or 0
     chunks = {(count - 1) // CHUNK} if count else set()
     chunks.update(place // CHUNK for place in places_seen if 0 <= place < count)
@@ -220,6 +225,13 @@ def wanted(instance: Instance, places_seen: Iterable[int], caps: dict[tuple[str,
         if swept(instance, key):
             continue  # its queued rows never start (core/cohort/sweep.py)
         room = window_room(instance, entry, caps.get(key))
+        if priority.levels(entry) is not None:
+            at_most = room // CHUNK + 2
+            if bound is not None:  # (the rows observed come first)
+                reading = sum(1 for c in chunks if c not in rows_of(instance).held)
+                at_most = max(0, min(priority.pre_read(bound), bound - reading))
+            chunks.update(priority.chunks_for(entry, max(room, 1), at_most, chunks))
+            continue
         chunks.update(queued_chunks(entry, room // CHUNK + 2 if room > 0 else 1))
     return chunks
 
@@ -233,11 +245,13 @@ def swept(instance: Instance, cohort: tuple[str, str]) -> bool:
 
 
 def barriers(instance: Instance) -> dict[tuple[str, str], int]:
-    """Per cohort, the first chunk holding queued rows that is not held: a held queued
-    row past it may not start before that chunk's rows (registry order)."""
+    """Per cohort started in registry order, the first chunk holding queued rows that is
+    not held: a held queued row past it may not start before that chunk's rows."""
     rows = rows_of(instance)
     found: dict[tuple[str, str], int] = {}
     for entry in instance.cohortRows or []:
+        if priority.levels(entry) is not None:
+            continue  # its rows start in priority order (priority.Frontier)
         first = queued_chunks(entry, 1, skip=rows.held)
         if first:
             found[(str(entry["activity"]), str(entry["stageEntry"]))] = first[0]

@@ -46,6 +46,12 @@ READABLE = frozenset({2, 3, SCHEME})
 """Scheme 4 also keeps ``keys``: per ``concurrencyKey``, ``[live, queued]`` unresolved rows
 (left out when none), so ``Cohort.keys`` and a per-key window need no row; an entry of an
 older scheme is updated without them (``keys_of`` reads ``None``: unknown)."""
+PRIORITIES = "priorities"
+"""A prioritised cohort's entry (its first row has a ``priority``) also keeps, per priority
+value (``priority_text``), ``[n, runs]``: its ``n`` rows waiting to start (queued,
+unresolved) and the chunks holding them as runs, so a sparse parent's fill reads the chunks
+of the highest priorities first (core/cohort/priority.py). An entry without it (an older
+one, or a cohort without priorities) does not know: its fill reads every row."""
 BUDGET_MARK = "budget"
 QUORUM_MARK = "complete"
 """Rows a complete cohort skipped or stopped (``outcomes.stopped_by_quorum``): aborted only."""
@@ -105,7 +111,8 @@ def summarise(rows: Sequence[SubworkflowEntry], offset: int = 0) -> Summary:
 
 def chunk_summary(rows: Sequence[SubworkflowEntry], offset: int) -> Summary:
     """What a chunk document says of its cohorts (``summarise`` without ``chunks``)."""
-    return [{k: v for k, v in entry.items() if k not in ("chunks", "tallies", "keys")}
+    return [{k: v for k, v in entry.items()
+             if k not in ("chunks", "tallies", "keys", PRIORITIES)}
             for entry in summarise(rows, offset)]
 
 
@@ -117,12 +124,28 @@ def _add(found: dict[tuple[str, str], dict[str, Any]], row: SubworkflowEntry, in
         entry = found[key] = {"activity": row.activity, "stageEntry": row.stageEntry,
                               "first": index, "last": index, "counts": {}, "chunks": {},
                               "tallies": SCHEME}
+        if row.priority is not None:
+            entry[PRIORITIES] = {}
     entry["first"] = min(entry["first"], index)
     entry["last"] = max(entry["last"], index)
     name = tally(row)
     entry["counts"][name] = entry["counts"].get(name, 0) + 1
     places.add(entry["chunks"].setdefault(name, []), index // CHUNK)
     count_key(entry, row, 1)
+    if waits(row) and PRIORITIES in entry:
+        level = entry[PRIORITIES].setdefault(priority_text(row.priority), [0, []])
+        level[0] += 1
+        places.add(level[1], index // CHUNK)
+
+
+def waits(row: SubworkflowEntry) -> bool:
+    """Whether a row waits to start (queued, unresolved: a retry's wait included)."""
+    return bool(row.queued) and row.resolved is None
+
+
+def priority_text(priority: float | None) -> str:
+    """The summary's key of a priority (``None`` reads 0, as admission orders it)."""
+    return repr(float(priority or 0.0) + 0.0)  # (+ 0.0: -0.0 is 0.0)
 
 
 def count_key(entry: dict[str, Any], row: SubworkflowEntry, sign: int) -> None:
@@ -159,11 +182,14 @@ def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
     found = {(e["activity"], e["stageEntry"]): {
         **e, "counts": dict(e["counts"]),
         "chunks": {k: list(v) for k, v in e["chunks"].items()},
-        **({"keys": {k: list(v) for k, v in e["keys"].items()}} if e.get("keys") else {})}
+        **({"keys": {k: list(v) for k, v in e["keys"].items()}} if e.get("keys") else {}),
+        **({PRIORITIES: {k: [v[0], list(v[1])] for k, v in e[PRIORITIES].items()}}
+           if PRIORITIES in e else {})}
         for e in summary}
     for chunk in chunks:
         lo, hi = chunk * CHUNK, (chunk + 1) * CHUNK
         left_places: set[tuple[tuple[str, str], str]] = set()
+        left_levels: set[tuple[tuple[str, str], str]] = set()
         for row in base[lo:hi]:  # the chunk's old rows leave the counts and the places
             key = (row.activity, row.stageEntry)
             entry = found.get(key)
@@ -177,11 +203,21 @@ def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
             else:
                 entry["counts"].pop(name, None)
             left_places.add((key, name))
+            if waits(row) and PRIORITIES in entry:
+                level = entry[PRIORITIES].get(priority_text(row.priority))
+                if level is not None:
+                    level[0] -= 1
+                    left_levels.add((key, priority_text(row.priority)))
         for key, name in left_places:
             runs = found[key]["chunks"].get(name) or []
             places.remove(runs, chunk)
             if not runs:
                 found[key]["chunks"].pop(name, None)
+        for key, name in left_levels:
+            levels = found[key][PRIORITIES]
+            places.remove(levels[name][1], chunk)
+            if levels[name][0] <= 0:
+                del levels[name]
         for index, row in enumerate(rows[lo:hi], lo):  # its new rows come back
             _add(found, row, index)
     return list(found.values())

@@ -23,7 +23,7 @@ from itertools import compress
 from operator import is_not
 from typing import Any
 
-from kinflow.core.cohort import admission, sparse, tallies
+from kinflow.core.cohort import admission, priority, sparse, tallies
 from kinflow.core.cohort import counts as cohort_counts
 from kinflow.core.cohort.chunks import REPLACED, replace_row
 from kinflow.core.context import PlanContext
@@ -33,6 +33,10 @@ from kinflow.define.models import WorkflowDefinition, find_action
 
 Cohort = tuple[str, str]  # (activity, stage entry key)
 
+DEFERRED = "fillDeferred"
+"""``Instance._derived`` key: a prioritised cohort of a sparse registry still had room and
+rows waiting when its commit's chunk bound was spent (the commit owes the parent another
+evaluation, which goes on)."""
 SKIPPED = "queued-skipped"
 """``resolved.detail`` of a queued row condemned before its child existed."""
 
@@ -211,10 +215,13 @@ def _sparse_keys(instance: Instance) -> dict[Cohort, dict[str, int]]:
 FINISHED_STATUSES = frozenset({"done", "aborted", "cancelled"})
 
 
-def _more_queued(instance: Instance, gates: dict[Cohort, admission.Gate | None],
-                 open_: set[Cohort], refused: set[Cohort]) -> None:
+def _more_queued(instance: Instance, ctx: PlanContext,
+                 gates: dict[Cohort, admission.Gate | None], open_: set[Cohort],
+                 refused: set[Cohort], frontiers: dict[Cohort, priority.Frontier | None]
+                 ) -> None:
     """On a sparse registry, ask for the next chunks holding queued rows of each cohort
-    whose window still has room after every held queued row was offered to it."""
+    whose window still has room after every held queued row was offered to it (a
+    prioritised cohort's next levels, within the commit's chunk bound)."""
     rows = sparse.rows_of(instance)
     wanted: set[int] = set()
     for entry in instance.cohortRows or []:
@@ -222,8 +229,46 @@ def _more_queued(instance: Instance, gates: dict[Cohort, admission.Gate | None],
         gate = gates.get(key)
         if key not in open_ or key in refused or gate is None or gate.full:
             continue
+        if key in frontiers:
+            front = frontiers[key]
+            if front is not None:
+                wanted.update(_next_levels(instance, ctx, entry, gate, front))
+            continue
         wanted.update(sparse.queued_chunks(entry, 2, skip=rows.held))
     rows.need(wanted)
+
+
+def _next_levels(instance: Instance, ctx: PlanContext, entry: dict[str, Any],
+                 gate: admission.Gate, front: priority.Frontier) -> list[int]:
+    """The chunks a prioritised cohort of a sparse registry reads next: its frontier's,
+    then those its levels name for the room left, as many as the commit's chunk bound
+    still allows (none: the next commit goes on)."""
+    rows = sparse.rows_of(instance)
+    budget = priority.read_budget(rows.read, ctx.limits.sparse_chunks)
+    if budget <= 0:
+        instance._derived[DEFERRED] = True
+        return []
+    room = int(min(gate.room, gate.rate_left, tallies.total(entry)))
+    more = priority.chunks_for(entry, max(room, 1), budget, {*rows.held, front.chunk})
+    return [front.chunk, *more][:budget]
+
+
+def _frontiers(instance: Instance, gates: dict[Cohort, admission.Gate | None]
+               ) -> dict[Cohort, priority.Frontier | None]:
+    """Each prioritised cohort of a sparse registry whose summary keeps its levels: its
+    first waiting row not held (``priority.frontier``). A prioritised cohort of an older
+    summary reads every row (bounded by the shell)."""
+    found: dict[Cohort, priority.Frontier | None] = {}
+    rows = sparse.rows_of(instance)
+    for entry in instance.cohortRows or []:
+        key = (str(entry["activity"]), str(entry["stageEntry"]))
+        gate = gates.get(key)
+        if gate is None or not gate.prioritised:
+            continue
+        if priority.levels(entry) is None:
+            rows.need(range(rows.chunk_count()))
+        found[key] = priority.frontier(entry, rows.held)
+    return found
 
 
 def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
@@ -266,6 +311,7 @@ def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
     started = 0
     refused: set[Cohort] = set()
     barriers = sparse.barriers(instance) if sparse.is_sparse(instance) else {}
+    frontiers = _frontiers(instance, gates) if sparse.is_sparse(instance) else {}
     for index in admission.order(instance, found.queued - found.condemned, prioritised):
         if not open_:
             break
@@ -276,6 +322,12 @@ def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
             continue
         if key in barriers and index // sparse.CHUNK > barriers[key]:  # earlier rows first
             sparse.rows_of(instance).need({barriers[key]})
+        front = frontiers.get(key)
+        if front is not None and front.blocks(row.priority, index):  # a row before it waits
+            sparse.rows_of(instance).need(_next_levels(instance, ctx, _entry(instance, key),
+                                                       gate, front))
+            open_.discard(key)  # the bound is spent: the next commit goes on
+            continue
         if not gate.admits(row, ctx.now):
             refused.add(key)
             continue
@@ -285,9 +337,14 @@ def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
         if gate.full:
             open_.discard(key)
     if open_ and sparse.is_sparse(instance):
-        _more_queued(instance, gates, open_, refused)
+        _more_queued(instance, ctx, gates, open_, refused, frontiers)
     admission.record_starts(instance, ctx, gates)
     return started
+
+
+def _entry(instance: Instance, key: Cohort) -> dict[str, Any]:
+    return next(e for e in instance.cohortRows or []
+                if (e.get("activity"), e.get("stageEntry")) == key)
 
 
 def skip(instance: Instance, ctx: PlanContext, index: int, *, detail: str,
