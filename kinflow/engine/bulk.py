@@ -33,21 +33,28 @@ like a redrive; the drain (``Driver.cascade``) carries the aborts out. A
 closing one (no filter) on a sparse parent that pages selects nothing: one
 commit closes the cohort and records a sweep of it (``bulk.plan_close_paged``,
 core/cohort/sweep.py), and the drain ends its rows a page of chunks per commit.
+
+On a sparse parent no step walks the registry: the selection reads the cohort's
+chunks a page at a time (``sweeps.page_size``), outside any transaction, each page
+planned on its own copy of the parent (``selection.select_page``, every page under
+the call's one GROQ budget), and each batch commit names its rows' places and
+reads at most a page of chunks (``selection.chunk_batches``).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kinflow.core import verbs
-from kinflow.core.cohort import bulk, selection, sweep
+from kinflow.core.cohort import bulk, selection, sparse, sweep
 from kinflow.core.cohort import redrive as redriving
 from kinflow.core.context import Actor, PlanContext
 from kinflow.core.errors import InstanceNotFound
 from kinflow.core.mutation import Mutation
 from kinflow.core.state import INSTANCE_TYPE, BulkCall, Instance, parse_instance
-from kinflow.engine import ids
+from kinflow.engine import ids, sparse_load, sweeps
 from kinflow.engine.transact import Runner, heavy
 from kinflow.errors import KinflowError
 from kinflow.groq import pool
@@ -97,20 +104,60 @@ class BulkRunner:
                                keyed=idempotency_key is not None)
         return await self._run(parent_id, verb, actor)
 
+    async def _selected(self, parent_id: str, where: selection.CohortFilter | None,
+                        actor: Actor, dense: Callable[[Instance, PlanContext], list[str]],
+                        page: Callable[[Instance, PlanContext, list[int], Any],
+                                       tuple[list[int], list[selection.Seen]]]
+                        ) -> tuple[list[str], dict[str, int] | None]:
+        """The selected row keys, and on a sparse parent their places: its first plan
+        makes every refusal of the call and names the cohort's chunks, then one plan per
+        page of them (read outside any transaction) says which rows it selects."""
+        t = self.transact
+        state = await t.load(parent_id, None)
+        where_lane = filtered(where, actor, heavy(state))
+        if not sparse.is_sparse(state):
+            selected: list[str] = await t.plan(lambda ctx: dense(state, ctx), actor, None,
+                                               t.clock(), offload=where_lane, state=state)
+            return selected, None
+        budget = t.limits.groq_budget()  # the call's rows share one budget, as dense
+        now = t.clock()
+        chunks, _ = await t.plan(lambda ctx: page(state, ctx, [], budget), actor, None, now,
+                                 state=state)
+        size = sweeps.page_size(t.limits)
+        pages: list[list[selection.Seen]] = []
+        for start in range(0, len(chunks), size):
+            copy = sparse_load.private(state)
+            part = chunks[start:start + size]
+            await t.rows.hold(copy, set(part))
+
+            def plan(ctx: PlanContext, copy: Instance = copy, part: list[int] = part
+                     ) -> tuple[list[int], list[selection.Seen]]:
+                return page(copy, ctx, part, budget)
+
+            _, seen = await t.plan(plan, actor, None, now, offload=where_lane, state=copy)
+            pages.append(seen)
+        keys, places = selection.merged(pages)
+        return keys, places
+
+    def _groups(self, keys: list[str], places: dict[str, int] | None) -> list[list[str]]:
+        """The batches of a selection (on a sparse parent, at most a page of chunks each);
+        one (empty) even for an empty selection: it forgets a call recorded before."""
+        t = self.transact
+        if places is None:
+            return list(selection.batches(keys, t.limits.bulk_batch)) or [[]]
+        return selection.chunk_batches(keys, places, t.limits.bulk_batch,
+                                       sweeps.page_size(t.limits)) or [[]]
+
     async def _run(self, parent_id: str, verb: redriving.Redrive, actor: Actor
                    ) -> selection.BulkResult:
         t = self.transact
-        state = await t.load(parent_id, None)
-
-        def select(ctx: PlanContext) -> list[str]:
-            return redriving.plan_select(state, verb, ctx)
-
-        selected: list[str] = await t.plan(select, actor, None, t.clock(),
-                                           offload=filtered(verb.where, actor, heavy(state)),
-                                           state=state)
+        selected, places = await self._selected(
+            parent_id, verb.where, actor,
+            lambda s, ctx: redriving.plan_select(s, verb, ctx),
+            lambda s, ctx, chunks, budget: redriving.plan_select_page(s, verb, ctx, chunks,
+                                                                      budget))
         result = selection.BulkResult(matched=len(selected))
-        # one commit even for an empty selection: it forgets a call recorded before
-        groups = list(selection.batches(selected, t.limits.bulk_batch)) or [[]]
+        groups = self._groups(selected, places)
         self.now.add(parent_id)
         try:
             for number, keys in enumerate(groups):
@@ -120,7 +167,7 @@ class BulkRunner:
 
                 def batch(s: Instance, ctx: PlanContext, keys: list[str] = keys,
                           last: bool = last) -> Mutation:
-                    return redriving.plan_batch(s, verb, keys, ctx, last=last)
+                    return redriving.plan_batch(s, verb, keys, ctx, last=last, places=places)
 
                 mutation = await t.commit(parent_id, batch, verb="redriveCohort", actor=actor)
                 result.add(mutation.result)
@@ -179,24 +226,17 @@ class BulkRunner:
         return await self._end(parent_id, call, actor)
 
     async def _select(self, parent_id: str, call: bulk.CohortCall, actor: Actor
-                      ) -> list[str]:
-        t = self.transact
-        state = await t.load(parent_id, None)
-
-        def select(ctx: PlanContext) -> list[str]:
-            return bulk.plan_select(state, call, ctx)
-
-        selected: list[str] = await t.plan(select, actor, None, t.clock(),
-                                           offload=filtered(call.where, actor, heavy(state)),
-                                           state=state)
-        return selected
+                      ) -> tuple[list[str], dict[str, int] | None]:
+        return await self._selected(
+            parent_id, call.where, actor, lambda s, ctx: bulk.plan_select(s, call, ctx),
+            lambda s, ctx, chunks, budget: bulk.plan_select_page(s, call, ctx, chunks, budget))
 
     async def _fire(self, parent_id: str, call: bulk.CohortCall, actor: Actor
                     ) -> selection.BulkResult:
         t = self.transact
-        selected = await self._select(parent_id, call, actor)
+        selected, places = await self._select(parent_id, call, actor)
         result = selection.BulkResult(matched=len(selected))
-        groups = list(selection.batches(selected, t.limits.bulk_batch))
+        groups = [g for g in self._groups(selected, places) if g]
         self.now.add(parent_id)
         try:
             if groups:
@@ -209,13 +249,15 @@ class BulkRunner:
                     t.faults.check("mid-bulk")
                 if keys:
 
+                    own = sparse_load.private(state)  # (the rows a page reads)
+
                     def targets(ctx: PlanContext, keys: list[str] = keys,
-                                state: Instance = state
+                                state: Instance = own
                                 ) -> tuple[list[bulk.Target], int]:
-                        return bulk.fire_targets(state, call, keys, ctx)
+                        return bulk.fire_targets(state, call, keys, ctx, places)
 
                     chosen, skipped = await t.plan(targets, actor, None, t.clock(),
-                                                   state=state)
+                                                   state=own)
                     result.skipped += skipped
                     took += await self._fire_children(chosen, call, actor, result)
                 last = number >= len(groups) - 1
@@ -224,7 +266,7 @@ class BulkRunner:
 
                 def marks(s: Instance, ctx: PlanContext, took: list[str] = took,
                           last: bool = last) -> Mutation:
-                    return bulk.plan_marks(s, call, took, ctx, last=last)
+                    return bulk.plan_marks(s, call, took, ctx, last=last, places=places)
 
                 state = (await t.commit(parent_id, marks, verb=call.op, actor=actor)).instance
                 took = []
@@ -321,9 +363,9 @@ class BulkRunner:
             await self.driver.cascade(closing, actor)
             paged: selection.BulkResult = closing.result
             return paged
-        selected = await self._select(parent_id, call, actor)
+        selected, places = await self._select(parent_id, call, actor)
         result = selection.BulkResult(matched=len(selected))
-        groups = list(selection.batches(selected, t.limits.bulk_batch)) or [[]]
+        groups = self._groups(selected, places)
         done: set[str] = set()  # a closing first batch ends every queued row at once
         self.now.add(parent_id)
         try:
@@ -336,7 +378,8 @@ class BulkRunner:
                 def batch(s: Instance, ctx: PlanContext, keys: list[str] = keys,
                           first: bool = number == 0,
                           last: bool = number == len(groups) - 1) -> Mutation:
-                    return bulk.plan_end_batch(s, call, keys, ctx, first=first, last=last)
+                    return bulk.plan_end_batch(s, call, keys, ctx, first=first, last=last,
+                                               places=places)
 
                 mutation = await t.commit(parent_id, batch, verb=call.op, actor=actor)
                 result.add(mutation.result.result)

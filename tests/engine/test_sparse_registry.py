@@ -131,8 +131,9 @@ async def test_children_know_their_row(engine: Engine) -> None:
 async def test_a_walk_of_every_row_past_the_commit_bound_is_refused(engine: Engine) -> None:
     pid = await started(sparse_engine(engine))
     other = sparse_engine(engine, chunks=3)  # a process that kept nothing of the parent
-    with pytest.raises(KinflowError) as refused:  # a bulk verb's selection walks every row
-        await other.abort_cohort(pid, "translate", where=CohortFilter(status=("queued",)))
+    state = await other.transact.load(pid, None)
+    with pytest.raises(KinflowError) as refused:  # a shell walk (an older parent's drain)
+        await other.transact.walkable(state)
     assert refused.value.code == "registry-too-large"
     assert refused.value.details["limit"] == 3
 

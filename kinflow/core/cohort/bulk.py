@@ -121,15 +121,34 @@ def plan_select(state: Instance, call: CohortCall, ctx: PlanContext) -> list[str
 
     Rows already applied under this call's key are selected whatever the filter says
     now (a replay reports them as skipped)."""
+    found, tree = _checked(state, call, ctx)
+    return selection.select(state, found, call.where, tree, ctx.now,
+                       also=lambda row: selection.marked(
+                           row, ctx, selection.row_key(call.key, row.rowKey), call.op),
+                       budget=ctx.limits.groq_budget())
+
+
+def plan_select_page(state: Instance, call: CohortCall, ctx: PlanContext, chunks: list[int],
+                     budget: Any) -> tuple[list[int], list[selection.Seen]]:
+    """``plan_select`` on a sparse parent, a page of chunks at a time: the same refusals,
+    then the cohort's chunks and the rows of ``chunks`` with whether each is selected
+    (``budget``: the call's one GROQ budget, shared by its pages)."""
+    found, tree = _checked(state, call, ctx)
+    return selection.cohort_chunks(state, found), selection.select_page(
+        state, found, chunks, call.where, tree, ctx.now,
+        also=lambda row: selection.marked(
+            row, ctx, selection.row_key(call.key, row.rowKey), call.op),
+        budget=budget)
+
+
+def _checked(state: Instance, call: CohortCall, ctx: PlanContext
+             ) -> tuple[selection.Cohort, Any]:
     check(call, ctx)
     tree = call.where.check(ctx.limits) if call.where is not None else None
     found = selection.cohort(state, call.activity)
     if call.keyed:
         is_replay(state, ctx, call.key, call.op, call.args())  # another call's key is refused
-    return selection.select(state, found, call.where, tree, ctx.now,
-                       also=lambda row: selection.marked(
-                           row, ctx, selection.row_key(call.key, row.rowKey), call.op),
-                       budget=ctx.limits.groq_budget())
+    return found, tree
 
 
 def _bookkeeping(commit: Commit, call: CohortCall, ctx: PlanContext, *, last: bool) -> None:
@@ -155,12 +174,13 @@ class Target:
     child_id: str
 
 
-def fire_targets(state: Instance, call: CohortCall, keys: list[str], ctx: PlanContext
-                 ) -> tuple[list[Target], int]:
+def fire_targets(state: Instance, call: CohortCall, keys: list[str], ctx: PlanContext,
+                 places: dict[str, int] | None = None) -> tuple[list[Target], int]:
     """The children to fire on for ``keys``, and how many rows are skipped: marked under
-    this call's key already, or without a live child (queued, finished, condemned)."""
+    this call's key already, or without a live child (queued, finished, condemned).
+    ``places``: each key's row as a paged selection found it (a sparse parent)."""
     found = selection.cohort(state, call.activity)
-    latest = selection.latest_rows(state, found)
+    latest = places if places is not None else selection.latest_rows(state, found)
     targets: list[Target] = []
     skipped = 0
     for key in keys:
@@ -190,7 +210,7 @@ def plan_open(state: Instance, call: CohortCall, ctx: PlanContext) -> Mutation:
 
 
 def plan_marks(state: Instance, call: CohortCall, keys: list[str], ctx: PlanContext, *,
-               last: bool) -> Mutation:
+               last: bool, places: dict[str, int] | None = None) -> Mutation:
     """Mark the rows named ``keys`` as applied under the call's derived keys (their
     children took the fire, in this call or a replayed one), in one commit of the
     parent; the ``last`` batch forgets the call."""
@@ -198,7 +218,7 @@ def plan_marks(state: Instance, call: CohortCall, keys: list[str], ctx: PlanCont
     m = commit.m
     _bookkeeping(commit, call, ctx, last=last)
     found = selection.cohort(m, call.activity)
-    latest = selection.latest_rows(m, found)
+    latest = places if places is not None else selection.latest_rows(m, found)
     for key in keys:
         place = latest.get(key)
         if place is None:
@@ -223,9 +243,11 @@ class Batch:
 
 
 def plan_end_batch(state: Instance, call: CohortCall, keys: list[str], ctx: PlanContext, *,
-                   first: bool, last: bool) -> Mutation:
+                   first: bool, last: bool, places: dict[str, int] | None = None
+                   ) -> Mutation:
     """Abort or cancel the rows named ``keys`` in one commit of the parent;
-    ``Mutation.result`` is a ``Batch``.
+    ``Mutation.result`` is a ``Batch``. ``places``: each key's row as a paged selection
+    found it (a sparse parent).
 
     Live rows are condemned (abort) or asked to cancel; queued rows are skipped as
     ABORTED or CANCELLED; rows marked under this call's key, finished or already
@@ -235,7 +257,7 @@ def plan_end_batch(state: Instance, call: CohortCall, keys: list[str], ctx: Plan
     m = commit.m
     _bookkeeping(commit, call, ctx, last=last)
     found = selection.cohort(m, call.activity)
-    latest = selection.latest_rows(m, found)
+    latest = places if places is not None else selection.latest_rows(m, found)
     batch = Batch(selection.BulkResult(), set())
     own = set(keys)
     todo = list(keys)

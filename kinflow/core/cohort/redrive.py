@@ -104,6 +104,27 @@ def plan_select(state: Instance, verb: Redrive, ctx: PlanContext) -> list[str]:
 
     Rows already redriven under this call's key are selected whatever the filter says
     now (a replay reports them as skipped)."""
+    found, tree = _checked(state, verb, ctx)
+    return selection.select(state, found, verb.where, tree, ctx.now,
+                       also=lambda row: selection.marked(
+                           row, ctx, selection.row_key(verb.key, row.rowKey), OP),
+                       budget=ctx.limits.groq_budget())
+
+
+def plan_select_page(state: Instance, verb: Redrive, ctx: PlanContext, chunks: list[int],
+                     budget: Any) -> tuple[list[int], list[selection.Seen]]:
+    """``plan_select`` on a sparse parent, a page of chunks at a time: the same refusals,
+    then the cohort's chunks and the rows of ``chunks`` with whether each is selected
+    (``budget``: the call's one GROQ budget, shared by its pages)."""
+    found, tree = _checked(state, verb, ctx)
+    return selection.cohort_chunks(state, found), selection.select_page(
+        state, found, chunks, verb.where, tree, ctx.now,
+        also=lambda row: selection.marked(row, ctx, selection.row_key(verb.key, row.rowKey), OP),
+        budget=budget)
+
+
+def _checked(state: Instance, verb: Redrive, ctx: PlanContext
+             ) -> tuple[selection.Cohort, Any]:
     check_key(verb.key, ctx.limits)
     tree = verb.where.check(ctx.limits) if verb.where is not None else None
     found = selection.cohort(state, verb.activity)
@@ -112,22 +133,20 @@ def plan_select(state: Instance, verb: Redrive, ctx: PlanContext) -> list[str]:
         raise refused
     if verb.keyed:
         is_replay(state, ctx, verb.key, OP, verb.args())  # another call's key is refused
-    return selection.select(state, found, verb.where, tree, ctx.now,
-                       also=lambda row: selection.marked(
-                           row, ctx, selection.row_key(verb.key, row.rowKey), OP),
-                       budget=ctx.limits.groq_budget())
+    return found, tree
 
 
 def plan_batch(state: Instance, verb: Redrive, keys: list[str], ctx: PlanContext, *,
-               last: bool = True) -> Mutation:
+               last: bool = True, places: dict[str, int] | None = None) -> Mutation:
     """Redrive the rows named ``keys`` that are still eligible, in one commit of the
     parent; ``Mutation.result`` is this batch's ``BulkResult`` (``matched`` 0).
+    ``places``: each key's row as a paged selection found it (a sparse parent).
 
     Every batch but the ``last`` records the call on the parent (``bulkCalls``, the
     heartbeat's ``owesBulk``); the last one forgets it."""
     found = selection.cohort(state, verb.activity)
     refused = refusal(state, found)
-    latest = selection.latest_rows(state, found)
+    latest = places if places is not None else selection.latest_rows(state, found)
     # asked before the commit copies the parent: a plan that needs the read starts over
     taken = set() if refused is not None else occupied(ctx, [
         next_id(state.subworkflows[latest[key]]) for key in keys

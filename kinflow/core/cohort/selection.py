@@ -15,7 +15,11 @@ such verb shares and that need no I/O:
   under (a row's child id changes on redrive; the row does not);
 * ``BulkResult``/``BulkRefusal``: the counts the API returns.
 
-The shell (``engine/bulk.py``) applies the operation in batched commits.
+The shell (``engine/bulk.py``) applies the operation in batched commits. On a
+sparse parent (core/cohort/sparse.py) nothing walks the registry: the shell
+selects a page of the cohort's chunks at a time (``select_page``, each row
+with its place), ``merged`` keeps each row key's latest row, and the batches
+(``chunk_batches``, a page of chunks each at most) name their rows' places.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kinflow import groq
+from kinflow.core.cohort import sparse, tallies
 from kinflow.core.cohort.registry import Row, row_view
 from kinflow.core.cohort.window import latest_visit
 from kinflow.core.conditions import SNAPSHOT_MAX_SCANNED
@@ -166,9 +171,77 @@ def cohort(instance: Instance, activity: str) -> Cohort:
         raise CohortNotFound(
             f"instance {instance.id_!r} never spawned a cohort for activity {activity!r}",
             parentId=instance.id_, activity=activity)
+    if sparse.is_sparse(instance):  # its rows are read a page at a time (select_page)
+        return Cohort(activity, visit, ())
     places = tuple(i for i, row in enumerate(instance.subworkflows)
                    if row.activity == activity and row.stageEntry == visit)
     return Cohort(activity, visit, places)
+
+
+def cohort_chunks(instance: Instance, found: Cohort) -> list[int]:
+    """The chunks holding a row of ``found``, from its summary entry (no row read)."""
+    entry = next((e for e in instance.cohortRows or []
+                  if (e.get("activity"), e.get("stageEntry"))
+                  == (found.activity, found.stage_entry)), None)
+    return tallies.candidate_chunks(entry, None, 0) if entry is not None else []
+
+
+Seen = tuple[str, int, bool]
+"""``(row key, place, selected)`` of one row of a page (``select_page``)."""
+
+
+def select_page(instance: Instance, found: Cohort, chunks: Iterable[int],
+                spec: CohortFilter | None, tree: groq.Tree | None, now: datetime,
+                also: Callable[[SubworkflowEntry], bool] | None = None,
+                budget: groq.Budget | None = None) -> list[Seen]:
+    """Every row of ``found`` in ``chunks`` (held), in registry order, with whether
+    ``spec`` selects it (as ``select`` decides, before a later row of its key
+    supersedes it: ``merged``)."""
+    entry = instance.open_entry()
+    open_key = entry.key_ if entry is not None else None
+    rows = instance.subworkflows
+    seen: list[Seen] = []
+    for chunk in sorted(set(chunks)):
+        for place in range(chunk * sparse.CHUNK, min(len(rows), (chunk + 1) * sparse.CHUNK)):
+            row = rows[place]
+            if (row.activity, row.stageEntry) != (found.activity, found.stage_entry):
+                continue
+            chosen = spec is None or (also is not None and also(row)) \
+                or spec.matches(row_view(row, open_key), tree, now, budget)
+            seen.append((row.rowKey, place, chosen))
+    return seen
+
+
+def merged(pages: Iterable[list[Seen]]) -> tuple[list[str], dict[str, int]]:
+    """The selected row keys in registry order and their places, from every page of a
+    cohort: a row key counts once, by its latest row."""
+    latest: dict[str, tuple[int, bool]] = {}
+    for page in pages:
+        for key, place, chosen in page:
+            if key not in latest or latest[key][0] < place:
+                latest[key] = (place, chosen)
+    ordered = sorted((place, key) for key, (place, chosen) in latest.items() if chosen)
+    return [key for _, key in ordered], {key: place for place, key in ordered}
+
+
+def chunk_batches(keys: list[str], places: Mapping[str, int], size: int, chunks: int
+                  ) -> list[list[str]]:
+    """``keys`` in batches of at most ``size`` rows whose rows lie in at most ``chunks``
+    chunks (a batch commit of a sparse parent reads those chunks)."""
+    found: list[list[str]] = []
+    batch: list[str] = []
+    held: set[int] = set()
+    for key in keys:
+        chunk = places[key] // sparse.CHUNK
+        if batch and (len(batch) >= max(1, size)
+                      or (chunk not in held and len(held) >= max(1, chunks))):
+            found.append(batch)
+            batch, held = [], set()
+        batch.append(key)
+        held.add(chunk)
+    if batch:
+        found.append(batch)
+    return found
 
 
 def select(instance: Instance, found: Cohort, spec: CohortFilter | None,

@@ -1,0 +1,77 @@
+"""Bulk cohort verbs with a filter on a sparse parent, on the embedded lake: rows load
+sparse from 64 on and a commit (or a selection's read) may take at most 3 chunks of the 7,
+so a selection or a batch that walked every row would be refused (``registry-too-large``)
+instead of passing.
+
+docs/subworkflows.md#large-parents-without-their-rows-in-memory
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kinflow.core.cohort import sparse
+from kinflow.core.cohort.selection import CohortFilter
+from kinflow.engine import Engine
+from tests.engine.test_sparse_registry import (
+    NAMES,
+    ROWS,
+    WINDOW,
+    finish_all,
+    live_children,
+    sparse_engine,
+    started,
+)
+
+pytestmark = pytest.mark.lake
+
+BOUND = 3
+
+
+def keys(names: list[str]) -> str:
+    return "[" + ", ".join(f'"{name}"' for name in names) + "]"
+
+
+@pytest.fixture(autouse=True)
+def few_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sparse, "KEPT_CHUNKS", 2)  # of 7: the kept state does not hold them
+
+
+async def test_a_filtered_abort_cohort_pages_its_selection_and_batches(engine: Engine) -> None:
+    pid = await started(sparse_engine(engine))
+    other = sparse_engine(engine, chunks=BOUND)  # a process that kept nothing of the parent
+    live = await live_children(other, pid)
+    ended = await other.abort_cohort(pid, "translate", where=CohortFilter(status=("queued",)),
+                                     idempotency_key="queued-off")
+    assert (ended.matched, ended.applied, ended.skipped) == (ROWS - WINDOW, ROWS - WINDOW, 0)
+    again = await other.abort_cohort(pid, "translate", where=CohortFilter(status=("queued",)),
+                                     idempotency_key="queued-off")
+    assert (again.matched, again.applied, again.skipped) == (ROWS - WINDOW, 0, ROWS - WINDOW)
+    assert await live_children(other, pid) == live  # the live rows run on
+    p = await other.get_instance(pid)
+    assert [r.rowKey for r in p.subworkflows] == NAMES
+    assert sum(1 for r in p.subworkflows if r.outcome == "aborted") == ROWS - WINDOW
+    await finish_all(other, pid)
+
+
+async def test_a_where_filter_redrive_and_fire_cohort_page_their_selection(
+        engine: Engine) -> None:
+    pid = await started(sparse_engine(engine))
+    other = sparse_engine(engine, chunks=BOUND)
+    first = (await live_children(other, pid))[0]
+    await other.abort_instance(first)
+    await other.driver.propagator.idle()
+    result = await other.redrive_cohort(pid, "translate",
+                                        where=CohortFilter(status=("aborted",)))
+    assert (result.matched, result.applied) == (1, 1)
+    late = NAMES[-40:]  # rows in the last two chunks, a GROQ where over every row
+    fired = await other.fire_cohort(pid, "translate", "task", "finish",
+                                    where=CohortFilter(where=f"rowKey in {keys(late)}"))
+    assert (fired.matched, fired.applied) == (40, 0)  # queued: no live child to fire on
+    fired = await other.fire_cohort(pid, "translate", "task", "finish",
+                                    where=CohortFilter(status=("active",)))
+    assert fired.applied == WINDOW  # (the aborted row's place went to the next row)
+    await other.driver.propagator.idle()
+    p = await other.get_instance(pid)
+    assert sum(1 for r in p.subworkflows if r.outcome == "succeeded") == WINDOW
+    assert any(r.attempt == 2 for r in p.subworkflows)  # the redriven row
