@@ -18,7 +18,7 @@ query, adds the result and plans again from scratch. That is the one
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -201,6 +201,21 @@ class NeedsRowBatch(NeedsIO):
         self.cache_key = request.key
 
 
+class NeedsKeyChunks(NeedsIO):
+    """The plan needs to know which chunks of a sparse parent's registry hold rows with
+    these row keys (a spawn's identity check, core/cohort/sparse.py)."""
+
+    def __init__(self, parent_id: str, keys: Iterable[str]) -> None:
+        self.parent_id = parent_id
+        self.keys = tuple(sorted(set(keys)))
+        super().__init__(f"{len(self.keys)} row keys of {parent_id}")
+        self.cache_key = key_chunks_key(parent_id, self.keys)
+
+
+def key_chunks_key(parent_id: str, keys: tuple[str, ...]) -> str:
+    return "\x00".join(("rowKeys", parent_id, *keys))
+
+
 class NeedsChunks(NeedsIO):
     """The plan touches registry rows of a sparse parent in chunks it was not given
     (core/cohort/sparse.py): the shell reads them into the state and plans again."""
@@ -241,6 +256,14 @@ class PlanContext:
         if text is None:
             text = self._now_iso = iso(self.now)
         return text
+
+    def key_chunks(self, parent_id: str, keys: Iterable[str]) -> list[int]:
+        """The chunks of ``parent_id``'s stored registry holding a row with one of
+        ``keys`` (asked of the shell: ``NeedsKeyChunks``)."""
+        need = NeedsKeyChunks(parent_id, keys)
+        if need.cache_key not in self.query_results:
+            raise need
+        return list(self.query_results[need.cache_key])
 
     def lake_query(self, query: str, params: dict[str, Any]) -> Any:
         key = query_key(query, params)

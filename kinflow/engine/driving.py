@@ -24,6 +24,7 @@ from kinflow.core.cohort.observe import (
     Observation,
     condemned,
     expected_live,
+    held_live_rows,
     live_rows,
 )
 from kinflow.core.commit import live_count
@@ -32,7 +33,7 @@ from kinflow.core.errors import ActionDisabled, CascadeLimit, InstanceNotFound
 from kinflow.core.mutation import Mutation
 from kinflow.core.readmodel import live_children_filter
 from kinflow.core.state import Instance, SubworkflowEntry
-from kinflow.engine import sweeps
+from kinflow.engine import sparse_load, sweeps
 from kinflow.engine.group import Grouper
 from kinflow.engine.indexes import INSTANCES
 from kinflow.engine.materialise import existing_ids
@@ -120,9 +121,10 @@ class Driver:
             present = await t.lake.count({**INSTANCES, **live_children_filter(state.id_)},
                                          dataset=t.dataset, session=session)
             finishing = sum(1 for o in seen if o.status in FINISHED)
-            if present >= window.live_children(state) - finishing:
+            deficit = window.live_children(state) - finishing - present
+            if deficit <= 0:
                 return seen
-            state = await t.walkable(state, session)
+            return seen + await self._missing(state, seen, deficit, session)
         live = live_rows(state)
         if not live or (not check_missing and len(live) > _CHEAP_MISSING_CHECK):
             return seen
@@ -133,6 +135,31 @@ class Driver:
         exists = await existing_ids(t.lake, t.dataset, [r.child_id for r in live], session)
         seen.extend(Observation.missing(r.child_id) for r in live if r.child_id not in exists)
         return seen
+
+    async def _missing(self, state: Instance, seen: list[Observation], deficit: int,
+                       session: AsyncClientSession) -> list[Observation]:
+        """The live rows of a sparse parent whose child is gone, each with its place: the
+        chunks the summary says hold live rows, a page at a time (each page's rows read
+        into a copy of their own, so the commit holds only the rows it stamps), until
+        ``deficit`` are found or the pages end."""
+        t = self.transact
+        chunks = sparse.live_chunks(state)
+        size = sweeps.page_size(t.limits)
+        told = {o.child_id for o in seen}
+        gone: list[Observation] = []
+        for start in range(0, len(chunks), size):
+            part = chunks[start:start + size]
+            copy = sparse_load.private(state)
+            await t.rows.hold(copy, set(part), session)
+            live = [(place, row) for place, row in held_live_rows(copy, part)
+                    if row.child_id not in told]
+            exists = await existing_ids(t.lake, t.dataset, [r.child_id for _, r in live],
+                                        session)
+            gone += [replace(Observation.missing(row.child_id), place=place)
+                     for place, row in live if row.child_id not in exists]
+            if len(gone) >= deficit:
+                break
+        return gone
 
     async def cascade(self, first: Mutation, actor: Actor, *, propagate: bool = True
                       ) -> OperationResult:

@@ -78,6 +78,18 @@ class RowStore:
         found = await self.lake.get_many(ids, dataset=self.collection, session=session)
         return [found[i] for i in ids if i in found]
 
+    async def key_chunks(self, parent_id: str, keys: tuple[str, ...],
+                         session: AsyncClientSession | None = None) -> list[int]:
+        """The chunks of a parent's registry holding a row with one of ``keys``: a query
+        over the parent's chunk documents (by its ``(parent, chunk)`` index) that returns
+        their numbers only, so no row is read into the commit."""
+        if not keys:
+            return []
+        found = await self.lake.find({"parent": parent_id, "rows.rowKey": {"$in": list(keys)}},
+                                     dataset=self.collection, session=session,
+                                     projection={"chunk": 1})
+        return sorted(int(doc["chunk"]) for doc in found)
+
     async def hold(self, state: Instance, numbers: set[int],
                    session: AsyncClientSession | None = None) -> None:
         """Read chunks ``numbers`` of a sparse parent into its rows (core/cohort/sparse.py)."""

@@ -43,6 +43,7 @@ from kinflow.core.context import (
     NeedsDefinition,
     NeedsDocuments,
     NeedsIO,
+    NeedsKeyChunks,
     NeedsLakeQuery,
     NeedsRowBatch,
     PlanContext,
@@ -350,6 +351,9 @@ class Transactor:
             reads.queries[need.cache_key] = await batch_for(self, need, now, session is not None)
         elif isinstance(need, NeedsLakeQuery):
             reads.queries[need.cache_key] = await self.query(need.query, need.params, now)
+        elif isinstance(need, NeedsKeyChunks):  # a spawn's identity check (sparse.py)
+            reads.queries[need.cache_key] = await self.rows.key_chunks(
+                need.parent_id, need.keys, session)
         elif isinstance(need, NeedsDefinition):
             if need.version is None:
                 definition = await self.latest_definition(need.name, session)

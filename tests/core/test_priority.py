@@ -101,3 +101,15 @@ def test_a_sparse_commit_names_the_gold_chunks_within_half_its_bound() -> None:
     assert sparse.wanted(instance, [], caps, 5) == {9, *gold_chunks[:2]}  # half the bound
     assert sparse.wanted(instance, [0, 40, 80], caps, 4) == {9, 0, 1, 2}  # no room left
     assert priority.pre_read(3) == 1 and priority.read_budget(5, 3) == 0
+
+
+def test_a_priority_per_row_stops_being_kept_past_the_level_cap() -> None:
+    rows = [row(i, float(i)) for i in range(tallies.MAX_LEVELS + 1)]
+    entry = entry_of(rows)
+    assert entry[tallies.PRIORITIES] is None and priority.levels(entry) is None
+    few = entry_of(rows[:tallies.MAX_LEVELS])
+    assert len(few[tallies.PRIORITIES]) == tallies.MAX_LEVELS
+    grown = tallies.updated([few], rows[:tallies.MAX_LEVELS], rows, [2])[0]  # one more value
+    assert grown[tallies.PRIORITIES] is None
+    done = [r.model_copy(update={"queued": None}) for r in rows]
+    assert tallies.updated([grown], rows, done, [0, 1, 2])[0][tallies.PRIORITIES] is None

@@ -1,7 +1,7 @@
-"""Bulk cohort verbs with a filter on a sparse parent, on the embedded lake: rows load
-sparse from 64 on and a commit (or a selection's read) may take at most 3 chunks of the 7,
-so a selection or a batch that walked every row would be refused (``registry-too-large``)
-instead of passing.
+"""Bulk cohort verbs with a filter and top-up spawns on a sparse parent, on the embedded
+lake: rows load sparse from 64 on and a commit (or a selection's read) may take at most 3
+chunks of the 7, so a selection, a batch or a spawn that walked every row would be refused
+(``registry-too-large``) instead of passing.
 
 docs/subworkflows.md#large-parents-without-their-rows-in-memory
 """
@@ -17,6 +17,7 @@ from tests.engine.test_sparse_registry import (
     NAMES,
     ROWS,
     WINDOW,
+    definition,
     finish_all,
     live_children,
     sparse_engine,
@@ -75,3 +76,38 @@ async def test_a_where_filter_redrive_and_fire_cohort_page_their_selection(
     p = await other.get_instance(pid)
     assert sum(1 for r in p.subworkflows if r.outcome == "succeeded") == WINDOW
     assert any(r.attempt == 2 for r in p.subworkflows)  # the redriven row
+
+
+async def test_a_top_up_spawn_reads_the_chunks_of_its_row_keys_only(engine: Engine) -> None:
+    top_up = {"name": "top-up", "spawn": {"forEach": "['extra', 'more']",
+                                          "definition": {"name": "c"}, "with": {"item": "$row"}}}
+    made = definition()
+    made["stages"][1]["activities"][0]["actions"].insert(1, top_up)
+    pid = await started(sparse_engine(engine), made)
+    other = sparse_engine(engine, chunks=BOUND)  # a process that kept nothing of the parent
+    await other.fire_action(pid, "translate", "top-up")
+    await other.fire_action(pid, "translate", "top-up")  # its rows wait: none added again
+    p = await other.get_instance(pid)
+    assert [r.rowKey for r in p.subworkflows] == [*NAMES, "extra", "more"]
+    assert [r.action for r in p.subworkflows[-2:]] == ["top-up", "top-up"]
+    await finish_all(other, pid)
+    p = await other.get_instance(pid)
+    assert all(r.outcome == "succeeded" for r in p.subworkflows)
+
+
+async def test_a_tick_finds_a_missing_child_by_the_live_rows_chunks(engine: Engine) -> None:
+    pid = await started(sparse_engine(engine), definition(window=70))  # live rows: 3 chunks
+    other = sparse_engine(engine, chunks=BOUND)
+    live = await live_children(other, pid)
+    assert len(live) == 70
+    gone = sorted(live)[-1]
+    await other.lake.delete(gone)
+    await other.tick(pid)
+    p = await other.get_instance(pid)
+    row = next(r for r in p.subworkflows if r.child_id == gone)
+    assert row.resolved is not None and row.resolved.detail == "child-missing"
+    assert len(await live_children(other, pid)) == 70  # its place went to the next row
+    assert sum(1 for h in p.history if h.get("detail") == "child-missing") == 1
+    await other.tick(pid)  # nothing else is missing
+    p = await other.get_instance(pid)
+    assert sum(1 for h in p.history if h.get("detail") == "child-missing") == 1

@@ -35,7 +35,7 @@ CHUNK = tallies.CHUNK
 def levels(entry: dict[str, Any] | None) -> list[tuple[float, int, list[Any]]] | None:
     """``(priority, rows waiting, chunk runs)`` of a cohort's entry, highest first;
     ``None`` when the entry does not keep them."""
-    if entry is None or tallies.PRIORITIES not in entry:
+    if entry is None or entry.get(tallies.PRIORITIES) is None:
         return None
     found = [(float(name), int(level[0]), list(level[1]))
              for name, level in (entry[tallies.PRIORITIES] or {}).items() if int(level[0]) > 0]

@@ -22,7 +22,7 @@ holds only its inline entries and this commit's new ones, and
 from __future__ import annotations
 
 import heapq
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from typing import Any, overload
 
 from kinflow.core.cohort import places, priority
@@ -236,6 +236,17 @@ def wanted(instance: Instance, places_seen: Iterable[int], caps: dict[tuple[str,
     return chunks
 
 
+def live_chunks(instance: Instance) -> list[int]:
+    """The chunks the summary says hold a row whose child should be live (neither
+    finished nor queued), in order: where a missing child can be."""
+    found: set[int] = set()
+    for entry in instance.cohortRows or []:
+        for name, runs in (entry.get("chunks") or {}).items():
+            if name.split(":", 1)[0] not in ("done", "aborted", "cancelled", "queued"):
+                found.update(places.expand(runs))
+    return sorted(found)
+
+
 def swept(instance: Instance, cohort: tuple[str, str]) -> bool:
     """Whether a sweep (core/cohort/sweep.py) still to page condemns ``cohort`` (activity,
     visit): an abort or a cancellation every cohort then, an exit its visit's, a quorum
@@ -279,17 +290,27 @@ def count_history(instance: Instance, total: int, threshold: int) -> None:
 # ---------------------------------------------------------------- row identity
 
 
-def identity_rows(instance: Instance, activity: str, visit: str, batch: bool
+def identity_rows(instance: Instance, activity: str, visit: str, batch: bool,
+                  key_chunks: Callable[[], Iterable[int]] | None = None
                   ) -> Iterator[tuple[int, SubworkflowEntry]]:
     """The rows a spawn must compare its row keys with (adoption, child-id collisions).
 
-    Every row, but on a sparse registry for a registration batch: its keys come after
-    every key its cohort read (rows are keyed by ``_id``, read in ``_id`` order), so no
-    row of its cohort can hold one, and only a live row of another visit of the same
-    activity could be adopted: when the summary counts none, the held rows suffice.
+    Every row of a dense registry. On a sparse one only rows with one of the spawn's
+    keys matter (a row is adopted by its key, and a child id derives from its row's key),
+    so the held rows suffice once the chunks holding such a row are held: for a
+    registration batch, when the summary counts no live row of another visit of the same
+    activity, none can (its keys come after every key its cohort read: rows are keyed by
+    ``_id``, read in ``_id`` order); otherwise ``key_chunks`` names them (a lake query
+    over the chunks' keys, no row read), and without it every row is read.
     """
-    if not (batch and is_sparse(instance)) or _other_live(instance, activity, visit):
+    if not is_sparse(instance):
         return enumerate(instance.subworkflows)
+    if batch and not _other_live(instance, activity, visit):
+        return held_rows(instance)
+    if key_chunks is None:
+        return enumerate(instance.subworkflows)
+    rows = rows_of(instance)
+    rows.need(c for c in key_chunks() if 0 <= c < rows.chunk_count())
     return held_rows(instance)
 
 

@@ -216,7 +216,8 @@ def fresh_seeds(instance: Instance, renderer: Renderer, ctx: PlanContext, activi
     """Adopt the live rows ``rows`` rediscover into the open visit; a seed for each other."""
     entry = instance.open_entry()
     assert entry is not None
-    known = list(identity_rows(instance, activity, entry.key_, batch))
+    known = list(identity_rows(instance, activity, entry.key_, batch,
+                               lambda: ctx.key_chunks(instance.id_, [key for key, _ in rows])))
     live = {
         row.rowKey: index for index, row in known
         if row.activity == activity and row.action == action
@@ -300,8 +301,8 @@ def _ancestors(parent: Instance, ctx: PlanContext) -> list[dict[str, Any]]:
 def query_of(instance: Instance, renderer: Renderer, block: SpawnBlock
              ) -> tuple[str, dict[str, Any]]:
     """The ``forEach`` text and the variables it reads, as this commit sees them."""
-    variables = renderer.variables(sites.SPAWN_FOR_EACH)
     text = block.forEach
+    variables = renderer.variables(sites.SPAWN_FOR_EACH, text=text)  # (the rows if it reads them)
     try:
         read = groq.free_parameters(text)
     except groq.GroqError:

@@ -51,7 +51,10 @@ PRIORITIES = "priorities"
 value (``priority_text``), ``[n, runs]``: its ``n`` rows waiting to start (queued,
 unresolved) and the chunks holding them as runs, so a sparse parent's fill reads the chunks
 of the highest priorities first (core/cohort/priority.py). An entry without it (an older
-one, or a cohort without priorities) does not know: its fill reads every row."""
+one, or a cohort without priorities) does not know: its fill reads every row. Past
+``MAX_LEVELS`` distinct values the entry stops keeping them (``None``: unknown), so a
+priority computed per row (a revenue) cannot grow the parent without bound."""
+MAX_LEVELS = 64
 BUDGET_MARK = "budget"
 QUORUM_MARK = "complete"
 """Rows a complete cohort skipped or stopped (``outcomes.stopped_by_quorum``): aborted only."""
@@ -132,10 +135,13 @@ def _add(found: dict[tuple[str, str], dict[str, Any]], row: SubworkflowEntry, in
     entry["counts"][name] = entry["counts"].get(name, 0) + 1
     places.add(entry["chunks"].setdefault(name, []), index // CHUNK)
     count_key(entry, row, 1)
-    if waits(row) and PRIORITIES in entry:
-        level = entry[PRIORITIES].setdefault(priority_text(row.priority), [0, []])
+    levels = entry.get(PRIORITIES)
+    if waits(row) and levels is not None:
+        level = levels.setdefault(priority_text(row.priority), [0, []])
         level[0] += 1
         places.add(level[1], index // CHUNK)
+        if len(levels) > MAX_LEVELS:
+            entry[PRIORITIES] = None
 
 
 def waits(row: SubworkflowEntry) -> bool:
@@ -183,8 +189,8 @@ def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
         **e, "counts": dict(e["counts"]),
         "chunks": {k: list(v) for k, v in e["chunks"].items()},
         **({"keys": {k: list(v) for k, v in e["keys"].items()}} if e.get("keys") else {}),
-        **({PRIORITIES: {k: [v[0], list(v[1])] for k, v in e[PRIORITIES].items()}}
-           if PRIORITIES in e else {})}
+        **({PRIORITIES: {k: [v[0], list(v[1])] for k, v in e[PRIORITIES].items()}
+            if e[PRIORITIES] is not None else None} if PRIORITIES in e else {})}
         for e in summary}
     for chunk in chunks:
         lo, hi = chunk * CHUNK, (chunk + 1) * CHUNK
@@ -203,7 +209,7 @@ def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
             else:
                 entry["counts"].pop(name, None)
             left_places.add((key, name))
-            if waits(row) and PRIORITIES in entry:
+            if waits(row) and entry.get(PRIORITIES) is not None:
                 level = entry[PRIORITIES].get(priority_text(row.priority))
                 if level is not None:
                     level[0] -= 1
@@ -214,10 +220,10 @@ def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
             if not runs:
                 found[key]["chunks"].pop(name, None)
         for key, name in left_levels:
-            levels = found[key][PRIORITIES]
-            places.remove(levels[name][1], chunk)
-            if levels[name][0] <= 0:
-                del levels[name]
+            kept = found[key][PRIORITIES]
+            places.remove(kept[name][1], chunk)
+            if kept[name][0] <= 0:
+                del kept[name]
         for index, row in enumerate(rows[lo:hi], lo):  # its new rows come back
             _add(found, row, index)
     return list(found.values())
