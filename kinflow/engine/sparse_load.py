@@ -54,12 +54,14 @@ def private(state: Instance) -> Instance:
 
 def kept_copy(state: Instance) -> Instance:
     """What the process keeps of a sparse parent: its last chunk, its first two chunks with
-    queued rows (the window's next starts), then the newest others it held, at most
-    ``sparse.KEPT_CHUNKS``."""
+    queued rows in start order (the highest priority first, then registry order: the
+    window's next starts), then the newest others it held, at most ``sparse.KEPT_CHUNKS``."""
     copy = private(state)
     copy._derived = {}  # a memo made from every row (a priority order) would keep them all
     rows = sparse.rows_of(copy)
-    queued = [c for c, held in sorted(rows.held.items()) if any(r.queued for r in held)]
+    first = {c: min(-(r.priority or 0.0) for r in held if r.queued)
+             for c, held in rows.held.items() if any(r.queued for r in held)}
+    queued = sorted(first, key=lambda c: (first[c], c))
     rows.trimmed([*queued[:2], *sorted(rows.held, reverse=True)])  # the window's next starts
     return copy
 

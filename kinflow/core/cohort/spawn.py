@@ -218,12 +218,10 @@ def fresh_seeds(instance: Instance, renderer: Renderer, ctx: PlanContext, activi
     assert entry is not None
     known = list(identity_rows(instance, activity, entry.key_, batch,
                                lambda: ctx.key_chunks(instance.id_, [key for key, _ in rows])))
-    live = {
-        row.rowKey: index for index, row in known
-        if row.activity == activity and row.action == action
-        and row.definition == block.definition.name and row.resolved is None
-        and row.abortPending is None
-    }
+    live = {row.rowKey: index for index, row in known
+            if row.activity == activity and row.action == action
+            and row.definition == block.definition.name and row.resolved is None
+            and row.abortPending is None}
     for key, _ in rows:
         place = live.get(key)
         row = instance.subworkflows[place] if place is not None else None
