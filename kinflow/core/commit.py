@@ -405,15 +405,17 @@ def _primed(parent: Instance, seed: spawn.ChildSeed, ctx: PlanContext
     return child, model
 
 
-def plan_materialise(parent: Instance, owed: list[SubworkflowEntry], ctx: PlanContext
-                     ) -> list[dict[str, Any]]:
-    """The child documents of seeded rows a crash left uncreated (a large spawn's rest)."""
+def plan_materialise(parent: Instance, owed: list[tuple[int, SubworkflowEntry]],
+                     ctx: PlanContext) -> list[dict[str, Any]]:
+    """The child documents of seeded rows a crash left uncreated (a large spawn's rest),
+    each knowing its row's place."""
     documents = []
-    for row in owed:
+    for place, row in owed:
         assert row.seed is not None
         child_doc = ctx.definition(row.definition, row.seed.version)
         if child_doc is None:
             continue
         child, _ = settle_child(parent, spawn.reseed(parent, row, child_doc, ctx), ctx)
+        child.rowPlace = place
         documents.append(child.to_document())
     return documents

@@ -12,10 +12,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from kinflow.core.cohort import sparse
 from kinflow.core.commit import plan_materialise
 from kinflow.core.context import Actor, PlanContext
 from kinflow.core.mutation import Mutation
-from kinflow.core.state import Instance
+from kinflow.core.state import Instance, SubworkflowEntry
+from kinflow.engine import sparse_load, sweeps
 from kinflow.engine.owing_hint import clear_flag
 from kinflow.storage.lake import Lake
 from kinflow.timestamps import iso
@@ -100,16 +102,31 @@ class Materialiser:
                                                 now=self.transact.clock())
 
     async def finish(self, parent: Instance, actor: Actor) -> int:
-        """Create the children a large spawn registered but a crash left uncreated."""
+        """Create the children a large spawn registered but a crash left uncreated: a
+        sparse parent's rows are looked at a page of chunks at a time (each page read
+        into a copy of its own), only the rows owed a child kept."""
         t = self.transact
         if not parent.materialising:
             return 0
-        parent = await t.walkable(parent)  # (a sparse parent: every chunk, bounded)
-        seeded = [r for r in parent.subworkflows if r.seed is not None and not r.queued]
-        if not seeded:
+        if sparse.is_sparse(parent):
+            every = list(range(sparse.rows_of(parent).chunk_count()))
+            pages = [every[i:i + sweeps.page_size(t.limits)]
+                     for i in range(0, len(every), sweeps.page_size(t.limits))]
+        else:
+            pages = [[]]
+        owed: list[tuple[int, SubworkflowEntry]] = []
+        for part in pages:
+            held = parent
+            if part:
+                held = sparse_load.private(parent)
+                await t.rows.hold(held, set(part))
+            seeded = [(place, r) for place, r in sparse.held_rows(held)
+                      if r.seed is not None and not r.queued
+                      and (not part or place // sparse.CHUNK in part)]
+            exists = await existing_ids(t.lake, t.dataset, [r.child_id for _, r in seeded])
+            owed += [(place, r) for place, r in seeded if r.child_id not in exists]
+        if not owed:
             return 0
-        exists = await existing_ids(t.lake, t.dataset, [r.child_id for r in seeded])
-        owed = [r for r in seeded if r.child_id not in exists]
 
         def plan(ctx: PlanContext) -> Mutation:
             return Mutation(instance=parent, creates=plan_materialise(parent, owed, ctx))

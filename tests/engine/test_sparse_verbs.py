@@ -8,10 +8,13 @@ docs/subworkflows.md#large-parents-without-their-rows-in-memory
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from kinflow.core.cohort import sparse
 from kinflow.core.cohort.selection import CohortFilter
+from kinflow.core.errors import InjectedFault
 from kinflow.engine import Engine
 from tests.engine.test_sparse_registry import (
     NAMES,
@@ -111,3 +114,22 @@ async def test_a_tick_finds_a_missing_child_by_the_live_rows_chunks(engine: Engi
     await other.tick(pid)  # nothing else is missing
     p = await other.get_instance(pid)
     assert sum(1 for h in p.history if h.get("detail") == "child-missing") == 1
+
+
+async def test_children_a_crash_left_uncreated_are_found_a_page_at_a_time(
+        engine: Engine) -> None:
+    first = Engine(engine.lake, clock=engine.clock, limits=dataclasses.replace(
+        sparse_engine(engine, chunks=320).limits, spawn_txn=4))
+    pid = await started(first)
+    first.faults.arm("after-spawn-commit")  # a wider window's 40 starts: 36 wait
+    with pytest.raises(InjectedFault):
+        await first.update_cohort(pid, "translate", max_active=WINDOW + 40)
+    stored = await first.document(pid)
+    assert stored is not None and stored.get("materialising")
+    assert len(await live_children(first, pid)) == WINDOW + 4
+    other = sparse_engine(engine, chunks=BOUND)  # a process that kept nothing of the parent
+    assert await other.maintenance.finish_materialising(pid) == 36
+    assert len(await live_children(other, pid)) == WINDOW + 40
+    p = await other.get_instance(pid)
+    for doc in await other.lake.find({"parentInstance": pid}):
+        assert p.subworkflows[doc["rowPlace"]].child_id == doc["_id"]
