@@ -56,9 +56,9 @@ def test_past_spawn_txn_the_rows_keep_seeds_that_rebuild_the_same_children() -> 
     assert mutation.instance.materialising
     rows = mutation.instance.subworkflows
     assert all(r.seed is not None for r in rows)
-    rebuilt = plan_materialise(mutation.instance, rows, knowing(child()))
-    assert [(d["_id"], d["fields"][0]["value"]) for d in rebuilt] == [
-        (d["_id"], d["fields"][0]["value"]) for d in mutation.creates]
+    rebuilt = plan_materialise(mutation.instance, list(enumerate(rows)), knowing(child()))
+    assert [(d["_id"], d["fields"][0]["value"], d["rowPlace"]) for d in rebuilt] == [
+        (d["_id"], d["fields"][0]["value"], d["rowPlace"]) for d in mutation.creates]
 
 
 PING_PONG = definition("pp", [
