@@ -53,7 +53,7 @@ class Settings(BaseSettings):
         default=False, description="Enable failpoints on the embedded lake (tests only)."
     )
     embedded_start_timeout: float = Field(
-        default=30.0, description="Seconds to wait for the embedded lake to answer ping."
+        default=60.0, description="Seconds to wait for the embedded lake to answer ping."
     )
     embedded_memory_mb: int = Field(
         default=1024, ge=0,

@@ -204,7 +204,8 @@ class LakeDatabase:
             with self.bounded(verb, timeout):
                 yield
             return
-        async with self.gate.passage(timeout or self.operation_timeout, verb):
+        async with self.gate.passage(timeout or self.operation_timeout, verb,
+                                     long=self._long(timeout)):
             with self.bounded(verb, timeout):
                 yield
 
@@ -221,13 +222,17 @@ class LakeDatabase:
         end = loop.time() + (timeout or self.operation_timeout)
         while True:
             try:
-                async with self.gate.passage(end - loop.time(), verb):
+                async with self.gate.passage(end - loop.time(), verb, long=self._long(timeout)):
                     with self.bounded(verb, timeout):
                         return await run()
             except LakeUnavailable:
                 if not self._restart_explains(end - loop.time()):
                     raise
             await asyncio.sleep(RETRY_PAUSE)
+
+    def _long(self, timeout: float | None) -> bool:
+        """An operation given longer than the operation timeout (it postpones restarts)."""
+        return timeout is not None and timeout > self.operation_timeout
 
     def _restart_explains(self, left: float) -> bool:
         """Time is left and a planned restart explains the lost lake: worth another try."""

@@ -134,7 +134,7 @@ class EmbeddedLake:
     data_dir: Path
     sync_on_commit: bool = True
     test_commands: bool = False
-    start_timeout: float = 30.0
+    start_timeout: float = 60.0  # a daemon holding a million documents: ~10 s quiet
     stop_timeout: float = 10.0
     cache_mib: int = 256
     port: int | None = None

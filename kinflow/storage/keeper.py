@@ -257,14 +257,18 @@ class LakeKeeper:
         operations already past it get up to ``drain`` seconds to finish; then
         the daemon is stopped (SIGTERM: it checkpoints and exits) and started
         again on its port, and the gate opens. Returns False when this process
-        does not own the daemon or a restart is already running.
+        does not own the daemon, a restart is already running, or a long operation
+        is in flight (the restart waits for it to end).
         """
         if not self.embedded.owned or self._planned or self.status.state != "up":
             return False
-        self._planned = True
         gate = self.lake.gate
+        if gate is not None and gate.long_inflight:
+            return False  # a long read runs: cut, it would only run again (restart_gate.py)
+        self._planned = True
+        bound = self.drain + self.stop_timeout + self.embedded.start_timeout
         try:
-            drained = await gate.close(self.drain) if gate is not None else True
+            drained = await gate.close(self.drain, bound) if gate is not None else True
             if not drained:
                 log.warning("restarting the embedded lake with operations still in flight "
                             "after %.1f s", self.drain)  # fmt: skip

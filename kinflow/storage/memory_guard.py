@@ -21,13 +21,17 @@ Given ``restart`` (``open_lake`` passes the keeper's ``restart_planned``), the
 guard leaves the whole restart to it: the lake's operations are held back and
 drained first, so the restart costs callers latency, not errors.
 
-A large lake is not a leak: a daemon holding a million documents uses about
-1.1 GiB again right after a restart. Restarting it whenever it is past the
-budget would restart it for good, every ~45 s. So the RSS at the first look
-after a restart this guard made is the daemon's floor, and the next restart
-waits until the daemon has grown past the budget *and* by half the budget above
-that floor (the leak, not the data); a floor near the budget is logged once,
-with the setting to raise.
+Data alone costs the daemon little (a million small documents: about
+230 MiB right after a restart, measured), but one statement that reads a
+whole type decodes every document of it and leaves the daemon near 1 GiB. A
+restart while such a read runs would cut it, and the read, run again, would
+grow the daemon the same way: so a long read postpones the restart
+(``restart_gate.py``) and the guard asks again at its next look. Should a
+daemon still come back large, the RSS at the first look after a restart this
+guard made is its floor, and the next restart waits until the daemon has
+grown past the budget *and* by half the budget above that floor (the leak,
+not the data); a floor near the budget is logged once, with the setting to
+raise.
 """
 
 from __future__ import annotations
@@ -85,6 +89,7 @@ class MemoryGuard:
     _stopping: tuple[int, float] | None = field(default=None, repr=False)
     _floor: tuple[int, float] | None = field(default=None, repr=False)  # (pid, MiB)
     _restarted: bool = field(default=False, repr=False)
+    _warned: bool = field(default=False, repr=False)  # this episode past the budget is logged
     _task: asyncio.Task[None] | None = field(default=None, repr=False)
 
     def start(self) -> None:
@@ -117,8 +122,10 @@ class MemoryGuard:
         rss = self.last_rss_mib = rss_mib(pid)
         if rss is None or not self._past(pid, rss):
             return False
-        log.warning("the embedded lake uses %.0f MiB, past its budget of %.0f MiB "
-                    "(KINFLOW_EMBEDDED_MEMORY_MB); restarting it", rss, self.budget_mib)
+        if not self._warned:  # once: a restart a long read postpones is asked for each look
+            self._warned = True
+            log.warning("the embedded lake uses %.0f MiB, past its budget of %.0f MiB "
+                        "(KINFLOW_EMBEDDED_MEMORY_MB); restarting it", rss, self.budget_mib)
         return True
 
     def check(self) -> bool:
@@ -152,7 +159,7 @@ class MemoryGuard:
 
     def note_restart(self) -> None:
         """This guard restarted the daemon: its next look takes the new daemon's floor."""
-        self._restarted = True
+        self._restarted, self._warned = True, False
 
     def _past(self, pid: int, rss: float) -> bool:
         """Past the budget, and past the floor the last restart left by half the budget."""

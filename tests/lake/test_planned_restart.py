@@ -126,3 +126,42 @@ async def test_verbs_and_reads_across_planned_restarts_see_no_error(data_dir: Pa
             assert _count(await engine.get_instance(iid)) == len(fired[iid])
     finally:
         await connection.close()
+
+
+async def test_a_long_read_postpones_a_planned_restart_and_a_wait_outlasts_the_call_timeout(
+        data_dir: Path) -> None:
+    """A read given longer than the operation timeout (a spawn's first batch over a whole
+    type) is not cut by a planned restart: the restart waits for it. A call arriving
+    during a restart waits for the restart, even past its own timeout."""
+    settings = Settings(_env_file=None, mongodb_uri=None, data_dir=data_dir,
+                        database="postponed", embedded_sync_on_commit=False,
+                        embedded_memory_mb=0, operation_timeout=1.0)
+    connection = await open_lake(settings)
+    keeper, embedded, lake = connection.keeper, connection.embedded, connection.lake
+    assert keeper is not None and embedded is not None and lake.gate is not None
+    gate = lake.gate
+    try:
+        await lake.ensure_dataset(lake.default_dataset)
+        first = embedded.pid
+
+        async def during_long_read() -> bool:
+            assert gate.long_inflight == 1
+            return await keeper.restart_planned()
+
+        restarted = await lake.read("find", during_long_read, timeout=5.0)
+        assert restarted is False and embedded.pid == first and gate.restarts == 0
+
+        async def during_short_read() -> int:
+            return gate.long_inflight
+
+        assert await lake.read("find", during_short_read) == 0
+        # the gate closes for a restart that may take longer than the 1 s call timeout
+        assert await gate.close(drain=1.0, bound=30.0)
+        waiting = asyncio.create_task(lake.get("nothing-here"))
+        await asyncio.sleep(1.5)  # past the call's own timeout: it still waits
+        assert not waiting.done()
+        gate.reopen()
+        assert await asyncio.wait_for(waiting, HANG_GUARD) is None
+        assert await keeper.restart_planned() and embedded.pid != first
+    finally:
+        await connection.close()

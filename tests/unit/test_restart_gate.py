@@ -103,3 +103,28 @@ async def test_a_wait_past_its_bound_is_lake_unavailable() -> None:
             pass
     assert refused.value.code == "lake-unavailable"
     assert refused.value.details["cause"] == "planned-restart"
+
+
+async def test_a_long_passage_is_counted_while_it_lasts() -> None:
+    gate = RestartGate()
+    async with gate.passage(600.0, "find", long=True):
+        assert gate.long_inflight == 1
+        async with gate.passage(10.0, "get"):  # inside it: not another long one
+            assert gate.long_inflight == 1
+    async with gate.passage(10.0, "get"):
+        assert gate.long_inflight == 0
+    assert gate.long_inflight == 0
+
+
+async def test_a_wait_lasts_as_long_as_the_restart_may() -> None:
+    gate = RestartGate()
+    assert await gate.close(drain=1.0, bound=0.3)
+    with pytest.raises(LakeUnavailable):  # 0.05 s of its own, then the restart's 0.3 s
+        await gate.wait_open(0.05, "get")
+    gate.reopen()
+    assert await gate.close(drain=1.0, bound=30.0)
+    waiting = asyncio.create_task(gate.wait_open(0.01, "get"))
+    await asyncio.sleep(0.1)
+    assert not waiting.done()  # past its own 0.01 s: the restart may take 30
+    gate.reopen()
+    await waiting
