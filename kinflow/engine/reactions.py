@@ -10,7 +10,9 @@ second instead of at the next heartbeat.
 It owns only the routing. Ticks are idempotent and a tick that changes
 nothing writes nothing, so a duplicate or stale event costs one indexed
 query and no write. Engine-owned documents (``kinflow.*``) are skipped: an
-instance's own commits must not tick it again.
+instance's own commits must not tick it again; the follower tells the hub it
+skips the engine's ids, so while it listens alone the lake leaves their
+changes (every commit of every instance) out of the stream.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import asyncio
 import logging
 
 from kinflow.core.context import Actor
+from kinflow.core.owned import ENGINE_ID_PREFIXES
 from kinflow.engine.facade import Engine
 from kinflow.errors import KinflowError
 from kinflow.storage.hub import ALL, ChangeHub
@@ -39,7 +42,8 @@ async def follow_content_changes(
 ) -> None:
     """Run until cancelled: tick watchers of every changed content document."""
     actor = actor or Actor.system("content-reactions")
-    subscription = await hub.subscribe(ALL, documents=False)  # ids suffice: no lookups
+    # ids suffice (no lookups), and the engine's own documents need no reaction
+    subscription = await hub.subscribe(ALL, documents=False, skip=ENGINE_ID_PREFIXES)
     if ready is not None:
         ready.set()
     try:
@@ -48,7 +52,7 @@ async def follow_content_changes(
                 continue
             if event.document is not None and is_engine_document(event.document.get("_type")):
                 continue
-            if str(event.document_id).startswith(("instance.", "definition.")):
+            if str(event.document_id).startswith(ENGINE_ID_PREFIXES):
                 continue
             gdr = f"lake:{hub.dataset}:{event.document_id}"
             try:

@@ -30,6 +30,28 @@ read per update saved). When one that needs documents arrives, the event in
 hand is read here and the stream reopens from it with lookups; it reopens
 without them once none has needed them for ``LEAN_AFTER`` seconds.
 
+The lake sends only the changes some subscriber may want. A subscriber may
+name id prefixes it never needs (``skip``: the engine's content reactions
+skip the engine's own documents); while every subscriber skips a prefix, the
+stream asks the lake to leave out the changes of documents whose ids start
+with it (a ``$match`` on the stream: no reply, decode or dispatch for them).
+A skip is a hint, not a filter per subscriber: a subscriber still receives
+such changes while another one wants them. The lake moves the stream's resume
+token past what it left out, so a restart resumes from there, not from the
+last change delivered. When a subscriber that wants what the stream leaves
+out arrives, the stream reopens without that filter at once, from the token
+it held when the subscriber registered (before any change the subscriber must
+see; no change is dispatched between the two); a filter that could narrow
+waits ``LEAN_AFTER`` seconds, like the lookups. The lake answers a read as
+soon as anything is written, left out or not, so a filtered stream's empty
+reads are sent ``FILTERED_PACE`` apart (a change it delivers may wait that
+long; an unfiltered stream is not paced). A resume token the lake
+refuses (the embedded lake names the database's command namespace in the
+token of a read whose last entry was a command, such as an index build) gives
+way to the newest one known to resume: the last change's own, or the one the
+stream opened at (nothing was dispatched since either, so nobody sees a change
+twice).
+
 Each subscriber has a bounded queue. One that falls behind is cut off: its
 queue is replaced by a single ``resync`` event and it receives nothing more,
 so a slow consumer never blocks the others. When the stream's history is lost
@@ -60,6 +82,8 @@ from kinflow.storage.subscription import ChangeEvent, Fence, Subscription
 log = logging.getLogger("kinflow.hub")
 
 HISTORY_LOST = 286
+REFUSED_TOKEN = frozenset({13, 260})  # the embedded lake's cross-namespace refusal; mongod's
+FILTERED_PACE = 0.1  # seconds between the empty reads of a stream that leaves changes out
 LEAN_AFTER = 5.0  # seconds without a subscriber that needs documents before lookups stop
 ALL = "*"
 
@@ -69,6 +93,14 @@ SnapshotLoader = Callable[["AsyncClientSession"], Awaitable[Sequence[Mapping[str
 
 def doc_topic(doc_id: str) -> str:
     return f"doc:{doc_id}"
+
+
+def skip_stage(prefixes: Iterable[str]) -> dict[str, Any]:
+    """A change-stream ``$match`` leaving out the changes of ids starting with ``prefixes``
+    (each as an index-friendly string range; changes without a document key pass)."""
+    ranges = [{"documentKey._id": {"$gte": p, "$lt": p[:-1] + chr(ord(p[-1]) + 1)}}
+              for p in sorted(prefixes) if p]
+    return {"$match": {"$nor": ranges}}
 
 
 def event_from_change(change: Mapping[str, Any]) -> ChangeEvent | None:
@@ -110,8 +142,14 @@ class ChangeHub:
         self._subscribers: dict[str, set[Subscription]] = {}
         self._fenced: set[Subscription] = set()
         self._lean: set[Subscription] = set()  # subscribers that need no documents
+        self._skips: dict[Subscription, frozenset[str]] = {}  # id prefixes each never needs
+        self._stream_skip: frozenset[str] | None = None  # what the open stream leaves out
+        self._widen_at: Mapping[str, Any] | None = None  # reopen unfiltered from this token
+        self._widen_pending = False
         self._unwanted_since: float | None = None  # lookups on, nobody needing them since
-        self._event_token: Mapping[str, Any] | None = None  # the last event's resume token
+        # a token the lake resumes this stream from: the last change's own, or the one
+        # the stream opened at (both name the dataset), whichever is newer
+        self._safe_token: Mapping[str, Any] | None = None
         self._task: asyncio.Task[None] | None = None
         self._opened = asyncio.Event()
         self.resume_token: Mapping[str, Any] | None = None
@@ -177,6 +215,7 @@ class ChangeHub:
         *,
         queue_size: int | None = None,
         documents: bool = True,
+        skip: Iterable[str] = (),
     ) -> Subscription:
         """Register for ``topic``; with ``snapshot``, deliver its result first.
 
@@ -184,10 +223,21 @@ class ChangeHub:
         ids, kinds and changed fields): while only such subscribers listen, the stream
         asks the lake for no changed document (no ``updateLookup``: a lake read per
         update saved), so their update events carry ``document=None``.
+
+        ``skip``: id prefixes whose changes this subscriber never needs; while every
+        subscriber skips one, the lake leaves its changes out of the stream. The
+        subscriber may still receive them (when another subscriber wants them).
         """
         sub = Subscription(topic=topic, limit=queue_size or self.queue_size, _hub=self)
         if not documents:
             self._lean.add(sub)
+        skipped = frozenset(skip)
+        if skipped:
+            self._skips[sub] = skipped
+        if self._stream_skip and not self._stream_skip <= skipped and not self._widen_pending:
+            # it wants what the open stream leaves out: reopen from the token held now
+            # (the stream's reads so far delivered nothing it must see)
+            self._widen_pending, self._widen_at = True, self.resume_token
         self._subscribers.setdefault(topic, set()).add(sub)
         if snapshot is None:
             sub.go_live(())
@@ -221,6 +271,7 @@ class ChangeHub:
 
     def _forget(self, sub: Subscription) -> None:
         self._lean.discard(sub)
+        self._skips.pop(sub, None)
         self._fenced.discard(sub)
         subs = self._subscribers.get(sub.topic)
         if subs is not None:
@@ -249,20 +300,21 @@ class ChangeHub:
                 sub.offer(event)
                 self.delivered += 1
 
-    def _switching(self, lookup: bool) -> bool:
-        """Whether to reopen the stream from the last event read, with lookups or without.
+    def _switching(self, lookup: bool, skip: frozenset[str]) -> bool:
+        """Whether to reopen the stream from its resume token, with lookups or without,
+        with another filter.
 
-        Lookups start as soon as a subscriber needs them; they stop once none has for
-        ``LEAN_AFTER`` seconds (subscribers that come and go do not reopen it each time).
-        It reopens from the last event's token: an empty read's token may name another
-        collection (the embedded lake's), which the lake refuses to resume from; since
-        that event, the reads were empty. Never without such a token.
+        Lookups start as soon as a subscriber needs them (a wider filter too, from the
+        token held when its subscriber came: ``subscribe``); lookups stop, and a filter
+        narrows, once that has been possible for ``LEAN_AFTER`` seconds (subscribers
+        that come and go do not reopen it each time).
         """
-        if self._event_token is None:
-            return False
-        if not lookup:
-            return self.wants_documents()
-        if self.wants_documents():
+        if self._widen_pending:
+            return True
+        wanted = self.wants_documents()
+        if wanted and not lookup:
+            return True
+        if wanted == lookup and self.skipped() == skip:
             self._unwanted_since = None
             return False
         now = asyncio.get_running_loop().time()
@@ -274,6 +326,13 @@ class ChangeHub:
         """Whether some subscriber needs changed documents (the stream looks them up)."""
         return self.subscriber_count() > len(self._lean)
 
+    def skipped(self) -> frozenset[str]:
+        """The id prefixes every subscriber skips (the stream leaves their changes out)."""
+        count = self.subscriber_count()
+        if count == 0 or len(self._skips) < count:
+            return frozenset()
+        return frozenset.intersection(*self._skips.values())
+
     async def _looked_up(self, coll: Any, event: ChangeEvent) -> ChangeEvent:
         """An update event of a stream without lookups, with its document read now (what
         ``updateLookup`` returns too: the document as it is at the read)."""
@@ -281,6 +340,14 @@ class ChangeHub:
             return event
         document = await coll.find_one({"_id": event.document_id})
         return dataclasses.replace(event, document=document)
+
+    async def _pace(self, read_at: float) -> None:
+        """After an empty read of a filtered stream, wait until ``FILTERED_PACE`` has
+        passed since it was sent: the lake answers a read as soon as anything is
+        written, so every change it leaves out would cost a read of its own."""
+        wait = read_at + FILTERED_PACE - asyncio.get_running_loop().time()
+        if wait > 0 and not self._widen_pending:
+            await asyncio.sleep(wait)
 
     def _quiet_round(self) -> None:
         """A read of the stream came back empty: fences waiting on it may lift."""
@@ -295,24 +362,34 @@ class ChangeHub:
             switch = False
             try:
                 lookup, self._unwanted_since = self.wants_documents(), None
+                skip = self.skipped()
+                # from here a subscriber that wants what ``skip`` leaves out widens it
+                self._stream_skip, self._widen_pending, self._widen_at = skip, False, None
                 options: dict[str, Any] = {"full_document": "updateLookup"} if lookup else {}
                 if self.resume_token is not None:
                     options["resume_after"] = self.resume_token
-                async with await coll.watch(**options) as stream:
+                pipeline = [skip_stage(skip)] if skip else []
+                async with await coll.watch(pipeline, **options) as stream:
+                    self.resume_token = self._safe_token = stream.resume_token
                     self._opened.set()
                     attempt = 0
                     while stream.alive:
+                        read_at = asyncio.get_running_loop().time()
                         change = await stream.try_next()  # one read of the stream at most
                         self.resume_token = stream.resume_token
-                        if change is not None:  # its own token, not the batch's
-                            self._event_token = change.get("_id")
+                        if self._widen_pending:  # the change in hand is read again, unfiltered
+                            switch = True
+                            break
                         if change is None:
                             if stream.alive:  # an empty read, not a lost cursor
                                 self._quiet_round()
-                            if self._switching(lookup):
+                            if self._switching(lookup, skip):
                                 switch = True
                                 break
+                            if skip:
+                                await self._pace(read_at)
                             continue
+                        self._safe_token = change.get("_id")  # its own, not the batch's
                         event = event_from_change(change)
                         if event is not None:
                             if not lookup and self.wants_documents():
@@ -322,11 +399,11 @@ class ChangeHub:
                             observed = self.delivered
                             self.dispatch(event)
                             work.change_seen(change, self.delivered - observed)
-                            if self._switching(lookup):
+                            if self._switching(lookup, skip):
                                 switch = True
                                 break
                         elif change.get("operationType") in ("drop", "invalidate"):
-                            self.resume_token = self._event_token = None
+                            self.resume_token = self._safe_token = None
                             self.resync_all()
                             break
             except asyncio.CancelledError:
@@ -334,16 +411,25 @@ class ChangeHub:
             except OperationFailure as exc:
                 if exc.code == HISTORY_LOST:
                     log.warning("change stream history lost; every subscriber must resync")
-                    self.resume_token = self._event_token = None
+                    self.resume_token = self._safe_token = None
                     self.resync_all()
+                elif exc.code in REFUSED_TOKEN and self.resume_token != self._safe_token:
+                    log.info("the lake refused the change stream's resume token (%s); "
+                             "resuming from an earlier one", exc)  # fmt: skip
+                    self.resume_token = self._safe_token
+                    if self.resume_token is None:  # nothing known to resume from
+                        self.resync_all()
                 else:
                     log.warning("change stream failed (%s); reopening", exc)
                 attempt += 1
             except PyMongoError as exc:
                 log.warning("change stream interrupted (%s); reopening", exc)
                 attempt += 1
-            if switch:  # from the last event dispatched, with or without lookups
-                self.resume_token = self._event_token
+            finally:
+                self._stream_skip = None
+            if switch:  # with or without lookups, another filter
+                if self._widen_pending:  # from the token held when the wider subscriber came
+                    self.resume_token = self._widen_at
                 continue
             self.reopens += 1
             await asyncio.sleep(random.uniform(0.05, min(5.0, 0.1 * 2**attempt)))
