@@ -35,7 +35,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kinflow.engine")
 _DEREF_ROUNDS = 4
-_PROBES = 48  # bounded ranges one batch reads at most
+_PROBES = 48  # bounded ranges holding documents one batch reads at most
+# empty ranges in a row one batch reads at most: enough to reach the end of the key
+# space from any scale, growing 16x each (``_ranges``)
+_EMPTY_PROBES = batches.TOP.bit_length() // 4 + 1
 MAX_BATCHES = 100_000  # commits one ``run`` makes at most (a million rows at 10 per batch)
 
 
@@ -100,12 +103,19 @@ async def _ranges(lake: Lake, dataset: str, kind: str, request: BatchRequest
     A range of ``2**scale`` key units is read; an empty one grows the scale by 16x, a
     short one by 2x, and a range with more than twice what the batch still wants is cut
     there (its rest is read again by the next batch) and shrinks the scale by the excess.
+    At most ``_PROBES`` ranges that held documents; empty ranges in a row go on to the
+    end of the key space (an empty range costs the lake no document).
+
+    A full batch looks past itself (``_past``), so the batch that reads a cohort's last
+    members says ``done`` whether it filled or not: its commit ends the registration,
+    and a gate on ``$cohort.settled`` holds in that commit.
     """
     assert request.after is not None
     size, lo = request.size, request.after
     scale = request.scale if request.scale is not None else 64
     docs: list[dict[str, Any]] = []
-    for _ in range(_PROBES):
+    probes = empty = 0  # ranges that held documents; empty ranges in a row
+    while probes < _PROBES and empty < _EMPTY_PROBES:
         hi = batches.bound_after(lo, scale)
         if hi is None:  # past the last possible key: the open rest of the range
             wanted = size - len(docs)
@@ -122,9 +132,32 @@ async def _ranges(lake: Lake, dataset: str, kind: str, request: BatchRequest
         docs += found
         lo = hi
         if len(docs) >= size:
-            break
+            return docs, lo, await _past(lake, dataset, kind, lo, scale, size), scale
+        probes, empty = (probes + 1, 0) if found else (probes, empty + 1)
         scale += 4 if not found else (1 if len(found) < wanted // 2 else 0)
     return docs, lo, False, scale
+
+
+async def _past(lake: Lake, dataset: str, kind: str, lo: str, scale: int, size: int) -> bool:
+    """Whether no document of the type follows ``lo``, a full batch's end (its ranges were
+    ``2**scale`` wide and held about ``size`` documents).
+
+    The first range is as wide as two of the batch's documents, and each empty one grows
+    16x until one holds a document (the cohort goes on: ``False``) or the key space ends.
+    Where the next documents follow closely, this reads one or two of them (the next
+    batch reads them again; across a gap in the keys, the documents of the first range
+    past it); past the cohort's end every range is empty and costs the lake no document.
+    """
+    scale = max(0, scale - size.bit_length() + 2)
+    for _ in range(_EMPTY_PROBES):
+        hi = batches.bound_after(lo, scale)
+        if hi is None:
+            return not await _after(lake, dataset, kind, lo, 1)
+        if await lake.find({"_type": kind, "_id": {"$gt": lo, "$lte": hi}},
+                           dataset=dataset, projection={"_id": 1}, limit=1):
+            return False
+        lo, scale = hi, scale + 4
+    return False
 
 
 class Registrar:

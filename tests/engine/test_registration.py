@@ -8,10 +8,13 @@ first batch with the spawn (its rows start at once), the rest after it, in
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any
 
 import pytest
 
+from kinflow.core.cohort.registration import plan_register
+from kinflow.core.context import Actor
 from kinflow.core.errors import InjectedFault, KinflowError
 from kinflow.core.state import Instance
 from kinflow.engine import Engine
@@ -68,7 +71,7 @@ async def test_a_windowed_lake_cohort_registers_in_batches_in_id_order(engine: E
     assert point is not None and point["after"] == NAMES[BATCH - 1] and point["rows"] == BATCH
     assert p.owesRegistration is True
     await engine.registrar.idle()
-    assert await engine.maintenance.finish_registration(p.id_) >= 4
+    assert await engine.maintenance.finish_registration(p.id_) >= 3  # 18 rows left, 5 a batch
     p = await engine.get_instance(p.id_)
     assert [r.rowKey for r in p.subworkflows] == NAMES
     assert setting(p).registration is None and p.owesRegistration is None
@@ -176,3 +179,33 @@ async def test_the_commit_that_ends_registration_evaluates_the_gates(engine: Eng
     await engine.driver.propagator.idle()
     p = await engine.get_instance(p.id_)
     assert len(p.subworkflows) == len(NAMES) and p.currentStage == "next"
+
+
+async def test_the_commit_that_registers_the_last_rows_ends_registration_and_moves_the_parent(
+        engine: Engine) -> None:
+    """A few hundred children that finish at creation, a window smaller than the cohort
+    and no heartbeat: each registration commit registers rows, and the one that registers
+    the last of them also finds there are no more, so the parent leaves its fan-out stage
+    in that commit (no commit of empty key ranges after it)."""
+    engine = Engine(engine.lake, clock=engine.clock,
+                    limits=dataclasses.replace(engine.limits, registration_batch=40))
+    definition = with_window(with_item(parent("*[_type == 'item']{_id}",
+                                              settled="$cohort.settled"), "$row._id"), 50)
+    engine.faults.arm("mid-registration", times=1_000)  # the test commits each batch itself
+    await engine.ensure_ready()
+    await engine.deploy([definition, child_def(auto=True)])
+    await put_items(engine, [f"item-{n:03d}" for n in range(290)])
+    started = await engine.start_instance("p")
+    p = (await engine.fire_action(started.instance.id_, "go", "go")).instance
+    await engine.registrar.idle()
+    registered = [len(p.subworkflows)]
+    while p.owesRegistration:
+        assert p.currentStage == "review"
+        p = (await engine.transact.commit(p.id_, plan_register, verb="registerRows",
+                                          actor=Actor.system())).instance
+        registered.append(len(p.subworkflows))
+    assert all(after > before for before, after in itertools.pairwise(registered))
+    assert registered[-1] == 290 and len(registered) > 3
+    p = await engine.get_instance(p.id_)
+    assert p.currentStage == "next" and p.owesRegistration is None
+    assert all(row.outcome == "succeeded" for row in p.subworkflows)
