@@ -122,10 +122,7 @@ def plan_select(state: Instance, call: CohortCall, ctx: PlanContext) -> list[str
     Rows already applied under this call's key are selected whatever the filter says
     now (a replay reports them as skipped)."""
     found, tree = _checked(state, call, ctx)
-    return selection.select(state, found, call.where, tree, ctx.now,
-                       also=lambda row: selection.marked(
-                           row, ctx, selection.row_key(call.key, row.rowKey), call.op),
-                       budget=ctx.limits.groq_budget())
+    return selection.select_call(state, found, call.where, tree, ctx, call.key, call.op)
 
 
 def plan_select_page(state: Instance, call: CohortCall, ctx: PlanContext, chunks: list[int],
@@ -134,11 +131,8 @@ def plan_select_page(state: Instance, call: CohortCall, ctx: PlanContext, chunks
     then the cohort's chunks and the rows of ``chunks`` with whether each is selected
     (``budget``: the call's one GROQ budget, shared by its pages)."""
     found, tree = _checked(state, call, ctx)
-    return selection.cohort_chunks(state, found), selection.select_page(
-        state, found, chunks, call.where, tree, ctx.now,
-        also=lambda row: selection.marked(
-            row, ctx, selection.row_key(call.key, row.rowKey), call.op),
-        budget=budget)
+    return selection.select_call_page(state, found, chunks, call.where, tree, ctx, call.key,
+                                      call.op, budget)
 
 
 def _checked(state: Instance, call: CohortCall, ctx: PlanContext

@@ -105,10 +105,7 @@ def plan_select(state: Instance, verb: Redrive, ctx: PlanContext) -> list[str]:
     Rows already redriven under this call's key are selected whatever the filter says
     now (a replay reports them as skipped)."""
     found, tree = _checked(state, verb, ctx)
-    return selection.select(state, found, verb.where, tree, ctx.now,
-                       also=lambda row: selection.marked(
-                           row, ctx, selection.row_key(verb.key, row.rowKey), OP),
-                       budget=ctx.limits.groq_budget())
+    return selection.select_call(state, found, verb.where, tree, ctx, verb.key, OP)
 
 
 def plan_select_page(state: Instance, verb: Redrive, ctx: PlanContext, chunks: list[int],
@@ -117,10 +114,8 @@ def plan_select_page(state: Instance, verb: Redrive, ctx: PlanContext, chunks: l
     then the cohort's chunks and the rows of ``chunks`` with whether each is selected
     (``budget``: the call's one GROQ budget, shared by its pages)."""
     found, tree = _checked(state, verb, ctx)
-    return selection.cohort_chunks(state, found), selection.select_page(
-        state, found, chunks, verb.where, tree, ctx.now,
-        also=lambda row: selection.marked(row, ctx, selection.row_key(verb.key, row.rowKey), OP),
-        budget=budget)
+    return selection.select_call_page(state, found, chunks, verb.where, tree, ctx, verb.key, OP,
+                                      budget)
 
 
 def _checked(state: Instance, verb: Redrive, ctx: PlanContext

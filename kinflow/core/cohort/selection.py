@@ -266,6 +266,31 @@ def select(instance: Instance, found: Cohort, spec: CohortFilter | None,
     return keys
 
 
+def select_call(instance: Instance, found: Cohort, spec: CohortFilter | None,
+                tree: groq.Tree | None, ctx: PlanContext, key: str, op: str) -> list[str]:
+    """``select`` for a bulk call keyed ``key`` of verb ``op``: rows already applied under
+    the call's key are selected whatever the filter says now (a replay reports them as
+    skipped)."""
+    return select(instance, found, spec, tree, ctx.now, also=_applied(ctx, key, op),
+                  budget=ctx.limits.groq_budget())
+
+
+def select_call_page(instance: Instance, found: Cohort, chunks: Iterable[int],
+                     spec: CohortFilter | None, tree: groq.Tree | None, ctx: PlanContext,
+                     key: str, op: str, budget: groq.Budget | None
+                     ) -> tuple[list[int], list[Seen]]:
+    """``select_call`` on a sparse parent, a page of chunks at a time: the cohort's chunks
+    (``cohort_chunks``) and the rows of ``chunks`` with whether each is selected
+    (``budget``: the call's one GROQ budget, shared by its pages)."""
+    return cohort_chunks(instance, found), select_page(
+        instance, found, chunks, spec, tree, ctx.now, also=_applied(ctx, key, op),
+        budget=budget)
+
+
+def _applied(ctx: PlanContext, key: str, op: str) -> Callable[[SubworkflowEntry], bool]:
+    return lambda row: marked(row, ctx, row_key(key, row.rowKey), op)
+
+
 def latest_rows(instance: Instance, found: Cohort) -> dict[str, int]:
     """Each row key's latest place in the cohort (older rows of a key are superseded)."""
     return {instance.subworkflows[place].rowKey: place for place in found.places}
