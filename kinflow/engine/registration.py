@@ -39,6 +39,9 @@ _PROBES = 48  # bounded ranges holding documents one batch reads at most
 # empty ranges in a row one batch reads at most: enough to reach the end of the key
 # space from any scale, growing 16x each (``_ranges``)
 _EMPTY_PROBES = batches.TOP.bit_length() // 4 + 1
+# empty ranges in a row that grow 2x each before they grow 16x: a character's worth of
+# key units (``batches._BASE``, about 2**20) and a little more (``_ranges``)
+_NEAR = 24
 MAX_BATCHES = 100_000  # commits one ``run`` makes at most (a million rows at 10 per batch)
 
 
@@ -100,9 +103,15 @@ async def _ranges(lake: Lake, dataset: str, kind: str, request: BatchRequest
     """About ``size`` documents after ``after`` through bounded ``(_type, _id)`` ranges:
     ``(documents, the last key read up to, done, the scale for the next batch)``.
 
-    A range of ``2**scale`` key units is read; an empty one grows the scale by 16x, a
+    A range of ``2**scale`` key units is read; an empty one grows the scale by 2x for
+    ``_NEAR`` empty ranges in a row, then by 16x (a gap, or the end of the key space), a
     short one by 2x, and a range with more than twice what the batch still wants is cut
-    there (its rest is read again by the next batch) and shrinks the scale by the excess.
+    there (its rest is read again by the next batch), the next batch starting from the
+    span of the documents it kept. The arithmetic counts code points, so over ids such as
+    ``item-0001234`` a key range's documents jump tenfold between two scales one apart
+    at every carry of a digit: growing 16x at once landed ten batches' documents in one
+    range, and shrinking the scale by the excess alone had each following batch read the
+    rest of them again (a 20,000-row cohort read 81,000 documents after its first batch).
     At most ``_PROBES`` ranges that held documents; empty ranges in a row go on to the
     end of the key space (an empty range costs the lake no document).
 
@@ -127,15 +136,25 @@ async def _ranges(lake: Lake, dataset: str, kind: str, request: BatchRequest
         wanted = size - len(docs)
         if len(found) > 2 * wanted:
             docs += found[:wanted]
-            excess = len(found) // max(wanted, 1)
-            return docs, str(docs[-1]["_id"]), False, max(0, scale - excess.bit_length())
+            return docs, str(docs[-1]["_id"]), False, _kept_scale(found, wanted, scale, size)
         docs += found
         lo = hi
         if len(docs) >= size:
             return docs, lo, await _past(lake, dataset, kind, lo, scale, size), scale
         probes, empty = (probes + 1, 0) if found else (probes, empty + 1)
-        scale += 4 if not found else (1 if len(found) < wanted // 2 else 0)
+        scale += (1 if empty <= _NEAR else 4) if not found else (
+            1 if len(found) < wanted // 2 else 0)
     return docs, lo, False, scale
+
+
+def _kept_scale(found: list[dict[str, Any]], wanted: int, scale: int, size: int) -> int:
+    """The next batch's scale after a cut range: a range holding about ``size`` documents
+    by the span of the ``wanted`` first of ``found`` (the documents the batch kept), or,
+    keeping fewer than two, ``scale`` shrunk by the excess."""
+    if wanted < 2:
+        return max(0, scale - (len(found) // max(wanted, 1)).bit_length())
+    spread = batches.scale_of(str(found[0]["_id"]), str(found[wanted - 1]["_id"]))
+    return spread + max(0, (size // wanted).bit_length() - 1)
 
 
 async def _past(lake: Lake, dataset: str, kind: str, lo: str, scale: int, size: int) -> bool:

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from kinflow.core.cohort.registration import plan_register
-from kinflow.core.context import Actor
+from kinflow.core.context import Actor, BatchRequest
 from kinflow.core.errors import InjectedFault, KinflowError
 from kinflow.core.state import Instance
 from kinflow.engine import Engine
+from kinflow.engine.registration import read_batch
+from kinflow.storage.lake import Lake
 from kinflow.worker import Worker
 from tests.engine.cohort_defs import WAITING, parent, with_item, with_window
 from tests.engine.cohort_defs import child as child_def
@@ -209,3 +212,39 @@ async def test_the_commit_that_registers_the_last_rows_ends_registration_and_mov
     p = await engine.get_instance(p.id_)
     assert p.currentStage == "next" and p.owesRegistration is None
     assert all(row.outcome == "succeeded" for row in p.subworkflows)
+
+
+class DecodedReads(Lake):
+    """The engine's lake, counting the documents its range reads return (each one the lake
+    decoded for the read)."""
+
+    decoded = 0
+
+    async def find(self, filter_: Mapping[str, Any], **options: Any) -> list[dict[str, Any]]:
+        found = await super().find(filter_, **options)
+        if isinstance(filter_.get("_id"), dict):  # a range after the last batch's key
+            self.decoded += len(found)
+        return found
+
+
+async def test_batches_over_decimal_ids_read_each_document_at_most_about_twice(
+        engine: Engine) -> None:
+    """Over ids whose digits carry (``item-0099`` then ``item-0100``), the key ranges of the
+    batches after the first hold about a batch each, but at a carry: a range that grew 16x
+    at once held ten batches' documents, and each batch after it read the rest of them
+    again (five reads per document in all)."""
+    lake = DecodedReads(engine.lake.client, engine.lake.database)
+    await engine.ensure_ready()
+    names = [f"item-{n:04d}" for n in range(1000)]  # a carry every 10 batches
+    await engine.lake.collection().insert_many(
+        [{"_id": name, "_type": "item"} for name in names])
+    request = BatchRequest("*[_type == 'item']{_id}", {}, None, None, 10)
+    rows: list[str] = []
+    while True:
+        batch = await read_batch(lake, "production", request, engine.clock())
+        rows += [row["_id"] for row in batch.rows]
+        if batch.done:
+            break
+        request = BatchRequest(request.query, {}, batch.last, batch.at, 10, batch.scale)
+    assert rows == names
+    assert lake.decoded <= 2 * len(names)  # 5 times as many before
