@@ -123,11 +123,9 @@ class BulkRunner:
         now = t.clock()
         chunks, _ = await t.plan(lambda ctx: page(state, ctx, [], budget), actor, None, now,
                                  state=state)
-        size = sweeps.page_size(t.limits)
         pages: list[list[selection.Seen]] = []
-        for start in range(0, len(chunks), size):
+        for part in sweeps.pages(chunks, t.limits):
             copy = sparse_load.private(state)
-            part = chunks[start:start + size]
             await t.rows.hold(copy, set(part))
 
             def plan(ctx: PlanContext, copy: Instance = copy, part: list[int] = part

@@ -12,6 +12,7 @@ step of the crash windows.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,7 @@ from kinflow.core.cohort.observe import (
     Observation,
     condemned,
     expected_live,
-    held_live_rows,
+    expects_child,
     live_rows,
 )
 from kinflow.core.commit import live_count
@@ -33,7 +34,7 @@ from kinflow.core.errors import ActionDisabled, CascadeLimit, InstanceNotFound
 from kinflow.core.mutation import Mutation
 from kinflow.core.readmodel import live_children_filter
 from kinflow.core.state import Instance, SubworkflowEntry
-from kinflow.engine import sparse_load, sweeps
+from kinflow.engine import sweeps
 from kinflow.engine.group import Grouper
 from kinflow.engine.indexes import INSTANCES
 from kinflow.engine.materialise import existing_ids
@@ -143,15 +144,11 @@ class Driver:
         into a copy of their own, so the commit holds only the rows it stamps), until
         ``deficit`` are found or the pages end."""
         t = self.transact
-        chunks = sparse.live_chunks(state)
-        size = sweeps.page_size(t.limits)
         told = {o.child_id for o in seen}
         gone: list[Observation] = []
-        for start in range(0, len(chunks), size):
-            part = chunks[start:start + size]
-            copy = sparse_load.private(state)
-            await t.rows.hold(copy, set(part), session)
-            live = [(place, row) for place, row in held_live_rows(copy, part)
+        for part in sweeps.pages(sparse.live_chunks(state), t.limits):
+            live = [(place, row) for place, row in await sweeps.owed_rows(
+                        t, state, part, lambda row: expects_child(state, row), session)
                     if row.child_id not in told]
             exists = await existing_ids(t.lake, t.dataset, [r.child_id for _, r in live],
                                         session)
@@ -243,8 +240,9 @@ class Driver:
         return await self.abort_rows(instance, [(None, row) for row in condemned(instance)],
                                      actor, visited)
 
-    async def abort_rows(self, instance: Instance, rows: list[tuple[int | None, SubworkflowEntry]],
-                         actor: Actor, visited: set[str] | None = None) -> Instance:
+    async def abort_rows(self, instance: Instance,
+                         rows: Sequence[tuple[int | None, SubworkflowEntry]], actor: Actor,
+                         visited: set[str] | None = None) -> Instance:
         """Abort the children of condemned ``rows`` (with their places when known),
         depth-first, then stamp the rows in one commit of ``instance``."""
         if not rows:
@@ -278,7 +276,7 @@ class Driver:
             return instance
         return stamped.instance
 
-    def _observing(self, rows: list[tuple[int | None, SubworkflowEntry]]) -> Gather:
+    def _observing(self, rows: Sequence[tuple[int | None, SubworkflowEntry]]) -> Gather:
         """A commit's read of the rows' children in its transaction: one observation per
         child, a missing one for a child that is gone (the drains' stamps resolve its row,
         found by its place when known: a sparse parent reads only that chunk)."""
@@ -314,7 +312,7 @@ class Driver:
             instance, [(None, row) for row in cancellation.owed(instance)], actor)
 
     async def cancel_rows(self, instance: Instance,
-                          rows: list[tuple[int | None, SubworkflowEntry]], actor: Actor
+                          rows: Sequence[tuple[int | None, SubworkflowEntry]], actor: Actor
                           ) -> Instance:
         """Ask the children of ``rows`` to cancel, then stamp the rows in one hop."""
         if not rows:

@@ -17,7 +17,7 @@ from kinflow.core.commit import plan_materialise
 from kinflow.core.context import Actor, PlanContext
 from kinflow.core.mutation import Mutation
 from kinflow.core.state import Instance, SubworkflowEntry
-from kinflow.engine import sparse_load, sweeps
+from kinflow.engine import sweeps
 from kinflow.engine.owing_hint import clear_flag
 from kinflow.storage.lake import Lake
 from kinflow.timestamps import iso
@@ -108,21 +108,15 @@ class Materialiser:
         t = self.transact
         if not parent.materialising:
             return 0
+        pages: list[list[int] | None] = [None]  # (a dense parent: every row at once)
         if sparse.is_sparse(parent):
-            every = list(range(sparse.rows_of(parent).chunk_count()))
-            pages = [every[i:i + sweeps.page_size(t.limits)]
-                     for i in range(0, len(every), sweeps.page_size(t.limits))]
-        else:
-            pages = [[]]
+            pages = list(sweeps.pages(list(range(sparse.rows_of(parent).chunk_count())),
+                                      t.limits))
         owed: list[tuple[int, SubworkflowEntry]] = []
         for part in pages:
-            held = parent
-            if part:
-                held = sparse_load.private(parent)
-                await t.rows.hold(held, set(part))
-            seeded = [(place, r) for place, r in sparse.held_rows(held)
-                      if r.seed is not None and not r.queued
-                      and (not part or place // sparse.CHUNK in part)]
+            seeded = (await sweeps.owed_rows(t, parent, part, _seeded) if part is not None
+                      else [(place, r) for place, r in enumerate(parent.subworkflows)
+                            if _seeded(r)])
             exists = await existing_ids(t.lake, t.dataset, [r.child_id for _, r in seeded])
             owed += [(place, r) for place, r in seeded if r.child_id not in exists]
         if not owed:
@@ -134,3 +128,8 @@ class Materialiser:
         mutation: Mutation = await t.plan(plan, actor, None, t.clock())
         await self.materialise(parent.id_, mutation.creates)
         return len(mutation.creates)
+
+
+def _seeded(row: SubworkflowEntry) -> bool:
+    """A row whose child a spawn was to create (a queued row gets none yet)."""
+    return row.seed is not None and not row.queued

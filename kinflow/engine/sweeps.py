@@ -31,13 +31,15 @@ from kinflow.core.state import Instance, SubworkflowEntry
 from kinflow.engine import sparse_load
 
 if TYPE_CHECKING:
+    from pymongo.asynchronous.client_session import AsyncClientSession
+
     from kinflow.engine.driving import Driver
     from kinflow.engine.transact import Transactor
 
 PAGE_CHUNKS = 64
 """Chunks (of 32 rows) a drain's page reads at most: 2,048 rows."""
 
-Rows = list[tuple[int | None, SubworkflowEntry]]
+Rows = list[tuple[int, SubworkflowEntry]]
 
 
 def page_size(limits: Limits) -> int:
@@ -46,12 +48,20 @@ def page_size(limits: Limits) -> int:
     return max(1, min(PAGE_CHUNKS, limits.sparse_chunks // 2))
 
 
+def pages(chunks: list[int], limits: Limits) -> list[list[int]]:
+    """``chunks`` in pages of ``page_size`` chunks."""
+    size = page_size(limits)
+    return [chunks[start:start + size] for start in range(0, len(chunks), size)]
+
+
 async def owed_rows(t: Transactor, instance: Instance, chunks: list[int],
-                    owes: Callable[[SubworkflowEntry], bool]) -> Rows:
-    """``(place, row)`` of the rows of ``chunks`` that ``owes`` picks (read outside any
-    transaction: the stamp commit reads the rows again in its own)."""
+                    owes: Callable[[SubworkflowEntry], bool],
+                    session: AsyncClientSession | None = None) -> Rows:
+    """``(place, row)`` of the rows of ``chunks`` that ``owes`` picks, read into a copy of
+    their own (outside any transaction without a ``session``: the stamp commit reads the
+    rows again in its own)."""
     copy = sparse_load.private(instance)
-    await t.rows.hold(copy, set(chunks))
+    await t.rows.hold(copy, set(chunks), session)
     wanted = set(chunks)
     return [(place, row) for place, row in sparse.held_rows(copy)
             if place // CHUNK in wanted and owes(row)]

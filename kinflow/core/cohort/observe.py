@@ -25,11 +25,10 @@ a missing child).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kinflow.core import readmodel
-from kinflow.core.cohort import outcomes, sparse
+from kinflow.core.cohort import outcomes
 from kinflow.core.cohort.chunks import replace_row
 from kinflow.core.cohort.outcomes import Finished
 from kinflow.core.cohort.sparse import is_sparse
@@ -94,14 +93,6 @@ def expects_child(instance: Instance, row: SubworkflowEntry) -> bool:
     """Whether ``row``'s child document should exist and be live (``live_rows``)."""
     return row.resolved is None and not row.queued \
         and not (instance.materialising and row.seed is not None)
-
-
-def held_live_rows(instance: Instance, chunks: Iterable[int]
-                   ) -> list[tuple[int, SubworkflowEntry]]:
-    """``(place, row)`` of the ``live_rows`` of a sparse registry's held ``chunks``."""
-    wanted = set(chunks)
-    return [(place, row) for place, row in sparse.held_rows(instance)
-            if place // sparse.CHUNK in wanted and expects_child(instance, row)]
 
 
 def expected_live(instance: Instance, seen: list[Observation]) -> list[str]:
