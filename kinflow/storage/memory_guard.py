@@ -125,7 +125,8 @@ class MemoryGuard:
         if not self._warned:  # once: a restart a long read postpones is asked for each look
             self._warned = True
             log.warning("the embedded lake uses %.0f MiB, past its budget of %.0f MiB "
-                        "(KINFLOW_EMBEDDED_MEMORY_MB); restarting it", rss, self.budget_mib)
+                        "(KINFLOW_EMBEDDED_MEMORY_MB); restarting it once no long read "
+                        "runs", rss, self.budget_mib)
         return True
 
     def check(self) -> bool:
