@@ -36,6 +36,7 @@ from functools import lru_cache
 from typing import Any
 
 from kinflow import groq
+from kinflow.core.cohort import tallies
 from kinflow.core.cohort.registry import row_view
 from kinflow.core.definitions import parse_snapshot
 from kinflow.core.state import Instance, SubworkflowEntry
@@ -232,9 +233,7 @@ def of_document(parent: dict[str, Any], activity: str, stage_entry: str) -> Any:
     found = definition.activity(visit, activity)
     for action in (found.actions or []) if found is not None else []:
         if action.spawn is not None and action.spawn.aggregate:
-            entry = next((e for e in parent.get("cohortRows") or []
-                          if (e.get("activity"), e.get("stageEntry")) == (activity, stage_entry)),
-                         None)
+            entry = tallies.entry_of(parent.get("cohortRows"), activity, stage_entry)
             return values(entry, specs(definition, visit, activity, action.name))
     return None
 

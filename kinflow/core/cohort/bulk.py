@@ -305,8 +305,7 @@ def plan_close_paged(state: Instance, call: CohortCall, ctx: PlanContext) -> Mut
         raise CohortNotFound(
             f"instance {m.id_!r} never spawned a cohort for activity {call.activity!r}",
             parentId=m.id_, activity=call.activity)
-    entry = next((e for e in m.cohortRows or [] if (e.get("activity"), e.get("stageEntry"))
-                  == (call.activity, visit)), None)
+    entry = tallies.entry_of(m.cohortRows, call.activity, visit)
     total = tallies.total(entry)
     if call.keyed and is_replay(m, ctx, call.key, call.op, call.args()):
         return commit.finish(result=selection.BulkResult(matched=total, skipped=total))

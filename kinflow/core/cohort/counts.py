@@ -135,8 +135,7 @@ def cohort_object(instance: Instance, activity: str, stage_entry: str,
                   definition: WorkflowDefinition | None = None) -> dict[str, Any]:
     """``$cohort`` of the cohort ``activity`` spawned in the visit ``stage_entry``: the
     counts, the flags and ``aggregates`` (each figure by name; ``{}`` without any)."""
-    entry = next((e for e in live_summary(instance)
-                  if (e["activity"], e["stageEntry"]) == (activity, stage_entry)), None)
+    entry = tallies.entry_of(live_summary(instance), activity, stage_entry)
     found = of_entry(entry, setting(instance, activity, stage_entry))
     found["aggregates"] = _aggregates(instance, entry, activity, stage_entry, definition)
     return found

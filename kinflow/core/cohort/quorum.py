@@ -84,8 +84,7 @@ def evaluate(instance: Instance, definition: WorkflowDefinition, ctx: PlanContex
         value = counts.cohort_object(instance, cohort[0], cohort[1], definition)
         if not holds(instance, definition, ctx, spawn.completeWhen, cohort[0], value):
             continue
-        entry = next((e for e in counts.live_summary(instance)
-                      if (e["activity"], e["stageEntry"]) == cohort), None)
+        entry = tallies.entry_of(counts.live_summary(instance), *cohort)
         complete(instance, ctx, cohort, spawn.onComplete or ABORT, entry)
         done += 1
     return done

@@ -180,9 +180,7 @@ def cohort(instance: Instance, activity: str) -> Cohort:
 
 def cohort_chunks(instance: Instance, found: Cohort) -> list[int]:
     """The chunks holding a row of ``found``, from its summary entry (no row read)."""
-    entry = next((e for e in instance.cohortRows or []
-                  if (e.get("activity"), e.get("stageEntry"))
-                  == (found.activity, found.stage_entry)), None)
+    entry = tallies.entry_of(instance.cohortRows, found.activity, found.stage_entry)
     return tallies.candidate_chunks(entry, None, 0) if entry is not None else []
 
 

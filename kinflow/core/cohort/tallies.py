@@ -284,6 +284,13 @@ def count_where(entry: dict[str, Any] | None, statuses: Iterable[str] | None,
     return n
 
 
+def entry_of(summary: Summary | None, activity: str, stage_entry: str
+             ) -> dict[str, Any] | None:
+    """The entry of the cohort ``activity`` spawned in the visit ``stage_entry``."""
+    return next((e for e in summary or []
+                 if (e.get("activity"), e.get("stageEntry")) == (activity, stage_entry)), None)
+
+
 def find(summary: Summary | None, activity: str, open_key: str | None
          ) -> dict[str, Any] | None:
     """The cohort a question about ``activity`` means: the one the open stage visit

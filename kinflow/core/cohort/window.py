@@ -343,8 +343,9 @@ def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
 
 
 def _entry(instance: Instance, key: Cohort) -> dict[str, Any]:
-    return next(e for e in instance.cohortRows or []
-                if (e.get("activity"), e.get("stageEntry")) == key)
+    found = tallies.entry_of(instance.cohortRows, *key)
+    assert found is not None  # (a frontier is made from the cohort's entry)
+    return found
 
 
 def skip(instance: Instance, ctx: PlanContext, index: int, *, detail: str,
