@@ -216,7 +216,7 @@ class Commit:
         owes_hop = failure_budget.enforce(self.m, self.definition, self.ctx) or owes_hop
         owes_hop = self.fill_windows() or owes_hop  # what this commit resolved frees its place
         if self.settle_rows().retried:  # a child the fill started failed at once
-            self.fill_windows()
+            owes_hop = self.fill_windows() or owes_hop
         new_history = m.history[self.history_start:]
         whole = sparse.history_start(self.before, self.history_start, m)
         rows = row_writes(m, self.rows_base, new_history, whole)
