@@ -31,14 +31,6 @@ def narrow_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hub_module, "LEAN_AFTER", 0.0)
 
 
-@pytest.fixture
-async def hub(lake: Lake) -> AsyncIterator[ChangeHub]:
-    hub = ChangeHub(lake, queue_size=500)
-    await hub.start()
-    yield hub
-    await hub.stop()
-
-
 async def until(sub: Subscription, doc_id: str) -> list[ChangeEvent]:
     """Every event up to and including the first change of ``doc_id``."""
     events: list[ChangeEvent] = []
@@ -48,10 +40,13 @@ async def until(sub: Subscription, doc_id: str) -> list[ChangeEvent]:
     return events
 
 
-async def filtered(lake: Lake, hub: ChangeHub, sub: Subscription) -> None:
-    """Once the skipping subscriber has seen a change, the stream reopens filtered."""
+async def lean_subscriber(lake: Lake, hub: ChangeHub) -> Subscription:
+    """A subscriber skipping ``SKIP``, once it has seen a change (the stream then reopens
+    filtered)."""
+    lean = await hub.subscribe("*", documents=False, skip=SKIP)
     await lake.create({"_id": "doc.start", "_type": "t"})
-    await until(sub, "doc.start")
+    await until(lean, "doc.start")
+    return lean
 
 
 async def passed(hub: ChangeHub) -> None:
@@ -67,8 +62,7 @@ async def passed(hub: ChangeHub) -> None:
 async def test_skipped_changes_are_left_out_while_every_subscriber_skips_them(
     lake: Lake, hub: ChangeHub
 ) -> None:
-    lean = await hub.subscribe("*", documents=False, skip=SKIP)
-    await filtered(lake, hub, lean)
+    lean = await lean_subscriber(lake, hub)
     for n in range(20):
         await lake.create({"_id": f"instance.{n}", "_type": "t"})
     await lake.create({"_id": "doc.1", "_type": "t"})
@@ -79,8 +73,7 @@ async def test_skipped_changes_are_left_out_while_every_subscriber_skips_them(
 async def test_a_subscriber_wanting_skipped_changes_widens_the_stream_without_duplicates(
     lake: Lake, hub: ChangeHub
 ) -> None:
-    lean = await hub.subscribe("*", documents=False, skip=SKIP)
-    await filtered(lake, hub, lean)
+    lean = await lean_subscriber(lake, hub)
     await lake.create({"_id": "instance.before", "_type": "t"})
     await lake.create({"_id": "doc.a", "_type": "t"})
     assert [e.document_id for e in await until(lean, "doc.a")] == ["doc.a"]
@@ -101,8 +94,7 @@ async def test_a_subscriber_wanting_skipped_changes_widens_the_stream_without_du
 async def test_the_resume_token_moves_past_the_changes_left_out(
     lake: Lake, hub: ChangeHub
 ) -> None:
-    lean = await hub.subscribe("*", documents=False, skip=SKIP)
-    await filtered(lake, hub, lean)
+    lean = await lean_subscriber(lake, hub)
     for n in range(20):
         await lake.create({"_id": f"instance.{n}", "_type": "t"})
     await passed(hub)
@@ -145,8 +137,7 @@ async def test_a_filtered_stream_resumes_after_a_daemon_restart_from_past_the_le
     await hub.start()
     try:
         async with asyncio.timeout(HANG_GUARD):
-            lean = await hub.subscribe("*", documents=False, skip=SKIP)
-            await filtered(lake, hub, lean)
+            lean = await lean_subscriber(lake, hub)
             for n in range(30):
                 await lake.create({"_id": f"instance.{n}", "_type": "t"})
             await passed(hub)
@@ -172,8 +163,7 @@ async def test_a_resume_token_the_lake_refuses_gives_way_to_an_earlier_one(
     await hub.start()
     try:
         async with asyncio.timeout(HANG_GUARD):
-            lean = await hub.subscribe("*", documents=False, skip=SKIP)
-            await filtered(lake, hub, lean)
+            lean = await lean_subscriber(lake, hub)
             await lake.create({"_id": "instance.0", "_type": "t"})
             await lake.db.create_collection("another")  # the last entry: a command
             await passed(hub)

@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from kinflow.storage import ChangeEvent, ChangeHub, Lake, Subscription, doc_topic
 from kinflow.storage import hub as hub_module
-
-
-@pytest.fixture
-async def hub(lake: Lake) -> AsyncIterator[ChangeHub]:
-    hub = ChangeHub(lake, queue_size=500)
-    await hub.start()
-    yield hub
-    await hub.stop()
 
 
 def n_of(event: ChangeEvent) -> object:
