@@ -242,7 +242,7 @@ def _over_budget(instance: Instance, definition: WorkflowDefinition
     """The cohorts of a sparse registry whose budget (not acted on yet) is exceeded by the
     failed rows their summary counts (``tallies.failed`` is ``used``), with that budget."""
     for entry in counts.live_summary(instance):
-        cohort = (str(entry["activity"]), str(entry["stageEntry"]))
+        cohort = tallies.cohort_of(entry)
         own = setting(instance, cohort)
         stage = admission.stage_of(instance, cohort[1])
         if stage is None or (own is not None and own.budgetExceededAt is not None):

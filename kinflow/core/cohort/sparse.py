@@ -25,7 +25,7 @@ import heapq
 from collections.abc import Callable, Container, Iterable, Iterator
 from typing import Any, overload
 
-from kinflow.core.cohort import places, priority
+from kinflow.core.cohort import places, priority, tallies
 from kinflow.core.context import NeedsChunks
 from kinflow.core.state import Instance, SubworkflowEntry
 
@@ -265,7 +265,7 @@ def barriers(instance: Instance) -> dict[tuple[str, str], int]:
             continue  # its rows start in priority order (priority.Frontier)
         first = queued_chunks(entry, 1, skip=rows.held)
         if first:
-            found[(str(entry["activity"]), str(entry["stageEntry"]))] = first[0]
+            found[tallies.cohort_of(entry)] = first[0]
     return found
 
 

@@ -284,6 +284,11 @@ def count_where(entry: dict[str, Any] | None, statuses: Iterable[str] | None,
     return n
 
 
+def cohort_of(entry: dict[str, Any]) -> tuple[str, str]:
+    """The ``(activity, stage entry)`` a summary entry counts."""
+    return str(entry["activity"]), str(entry["stageEntry"])
+
+
 def entry_of(summary: Summary | None, activity: str, stage_entry: str
              ) -> dict[str, Any] | None:
     """The entry of the cohort ``activity`` spawned in the visit ``stage_entry``."""

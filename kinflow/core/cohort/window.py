@@ -164,7 +164,7 @@ def _sparse_occupancy(instance: Instance) -> Occupancy:
     held; per-key counts need every live row, so a keyed cohort walks them all."""
     found = Occupancy(set(), set(), {}, {})
     for entry in cohort_counts.live_summary(instance):
-        key = (str(entry["activity"]), str(entry["stageEntry"]))
+        key = tallies.cohort_of(entry)
         for name, n in entry.get("counts", {}).items():
             status = tallies.split(name)[0]
             if status == "queued":
@@ -195,7 +195,7 @@ def _sparse_keys(instance: Instance) -> dict[Cohort, dict[str, int]]:
                 if occupies(row) and row.concurrencyKey is not None:
                     _add(keyed.setdefault(cohort_of(row), {}), row.concurrencyKey, 1)
             return keyed
-        key = (str(entry["activity"]), str(entry["stageEntry"]))
+        key = tallies.cohort_of(entry)
         for name, pair in kept.items():
             _add(keyed.setdefault(key, {}), name, int(pair[0]))
     rows = instance.subworkflows
@@ -225,7 +225,7 @@ def _more_queued(instance: Instance, ctx: PlanContext,
     rows = sparse.rows_of(instance)
     wanted: set[int] = set()
     for entry in instance.cohortRows or []:
-        key = (str(entry["activity"]), str(entry["stageEntry"]))
+        key = tallies.cohort_of(entry)
         gate = gates.get(key)
         if key not in open_ or key in refused or gate is None or gate.full:
             continue
@@ -261,7 +261,7 @@ def _frontiers(instance: Instance, gates: dict[Cohort, admission.Gate | None]
     found: dict[Cohort, priority.Frontier | None] = {}
     rows = sparse.rows_of(instance)
     for entry in instance.cohortRows or []:
-        key = (str(entry["activity"]), str(entry["stageEntry"]))
+        key = tallies.cohort_of(entry)
         gate = gates.get(key)
         if gate is None or not gate.prioritised:
             continue
@@ -404,7 +404,7 @@ def refill_batch(instance: Instance, definition: WorkflowDefinition) -> int | No
 def entry_cap(instance: Instance, definition: WorkflowDefinition, entry: dict[str, Any]
               ) -> int | None:
     """The window of the cohort a summary entry describes, read without its rows."""
-    key = (str(entry["activity"]), str(entry["stageEntry"]))
+    key = tallies.cohort_of(entry)
     own = setting(instance, key)
     if own is not None and own.maxActive is not None:
         return own.maxActive
