@@ -271,6 +271,25 @@ def _frontiers(instance: Instance, gates: dict[Cohort, admission.Gate | None]
     return found
 
 
+def _gates(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
+           found: Occupancy) -> dict[Cohort, admission.Gate | None]:
+    """Each waiting cohort's admission gate; ``None`` for a cohort being swept (its
+    rows are condemned a page at a time, core/cohort/sweep.py, and none may start)."""
+    gates: dict[Cohort, admission.Gate | None] = {}
+    for key in found.waiting:
+        if sparse.swept(instance, key):
+            gates[key] = None
+            continue
+        stage = admission.stage_of(instance, key[1])
+        own = setting(instance, key)
+        cap = (own.maxActive if own is not None and own.maxActive is not None
+               else declared_max(definition, stage, key[0]) if stage is not None else None)
+        gates[key] = admission.gate(instance, definition, key, stage, cap,
+                                    found.active.get(key, 0), found.keyed.get(key, {}),
+                                    ctx.now)
+    return gates
+
+
 def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
          start: Callable[[int], bool]) -> int:
     """Start queued rows while their cohort admits them; returns how many started.
@@ -292,18 +311,7 @@ def fill(instance: Instance, definition: WorkflowDefinition, ctx: PlanContext,
         row = rows[index]
         if row.queued and row.resolved is None:
             skip(instance, ctx, index, detail=SKIPPED, cancelled=row.abortPending is None)
-    gates: dict[Cohort, admission.Gate | None] = {}
-    for key in found.waiting:
-        if sparse.swept(instance, key):  # condemned a page at a time (core/cohort/sweep.py)
-            gates[key] = None
-            continue
-        stage = admission.stage_of(instance, key[1])
-        own = setting(instance, key)
-        cap = (own.maxActive if own is not None and own.maxActive is not None
-               else declared_max(definition, stage, key[0]) if stage is not None else None)
-        gates[key] = admission.gate(instance, definition, key, stage, cap,
-                                    found.active.get(key, 0), found.keyed.get(key, {}),
-                                    ctx.now)
+    gates = _gates(instance, definition, ctx, found)
     open_ = {key for key, found in gates.items() if found is not None and not found.full}
     if not open_:
         return 0
