@@ -114,6 +114,13 @@ def _needs_websocket() -> SubscriptionNeedsWebsocket:
         "not over HTTP", transports=["graphql-transport-ws", "graphql-ws"])
 
 
+def media_type(header: str) -> str:
+    """A ``Content-Type`` header's media type, as ``parse_content_type`` reads it."""
+    if '"' in header:  # a quoted parameter may hold a ";": the email parser's rules
+        return parse_content_type(header)[0]
+    return header.split(";", 1)[0].strip()
+
+
 def refusal_response(error: TransportError) -> Response:
     return JSONResponse(error_body(error), status_code=error.status, headers=error.headers)
 
@@ -182,16 +189,39 @@ class TransportView(GraphQL[Context, None]):
 
     async def parse_http_body(self, request: AsyncHTTPRequestAdapter
                               ) -> GraphQLRequestData | list[GraphQLRequestData]:
+        parsed: GraphQLRequestData | list[GraphQLRequestData] | None = None
         if request.method == "POST":
-            content_type, _ = parse_content_type(request.content_type or "")
+            content_type = media_type(request.content_type or "")
             if content_type != JSON_TYPE:
                 raise UnsupportedContentType(
                     f"POST /graphql takes {JSON_TYPE}, not {content_type or 'no content type'}",
                     contentType=content_type or None, expected=JSON_TYPE)
-        parsed = await super().parse_http_body(request)
+            parsed = await self._one_operation(request)
+        if parsed is None:
+            parsed = await super().parse_http_body(request)
         operations = parsed if isinstance(parsed, list) else [parsed]
         if any(is_subscription(data.query, data.operation_name, self.max_query_tokens)
                for data in operations):  # fmt: skip
             raise _needs_websocket()
         return parsed
+
+    async def _one_operation(self, request: AsyncHTTPRequestAdapter) -> GraphQLRequestData | None:
+        """A JSON POST's one operation, read as strawberry reads it; ``None`` for what only
+        strawberry's own parsing answers (a batch, a streamed response, a malformed body)."""
+        if self._get_stream_transport_from_headers(request.headers) is not None:
+            return None
+        try:
+            data = json.loads(await request.get_body())
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        query, variables, extensions = (data.get("query"), data.get("variables"),
+                                        data.get("extensions"))
+        if not (isinstance(query, str | None) and isinstance(variables, dict | None)
+                and isinstance(extensions, dict | None)):
+            return None
+        return GraphQLRequestData(query=query, variables=variables,
+                                  operation_name=data.get("operationName"),
+                                  extensions=extensions, protocol="http")
 

@@ -19,6 +19,7 @@ from kinflow.observability.operations import OperationWatch
 from kinflow.schema.caching import caching_extensions
 from kinflow.schema.documents import DocumentsMutation
 from kinflow.schema.errors import ErrorShaping
+from kinflow.schema.hooks import HookRunner
 from kinflow.schema.input_hygiene import InputHygiene
 from kinflow.schema.limits import limit_extensions
 from kinflow.schema.mutations import Mutation
@@ -33,7 +34,8 @@ log = logging.getLogger("kinflow.api")
 
 
 class KinflowSchema(strawberry.Schema):
-    """Strawberry's schema, minus its per-error traceback logging.
+    """Strawberry's schema, minus its per-error traceback logging, running its
+    extensions' hooks through ``HookRunner``.
 
     ``ErrorShaping`` logs the unexpected errors (with their error id); refusals
     are answers, not incidents, and are logged at debug level only.
@@ -42,6 +44,11 @@ class KinflowSchema(strawberry.Schema):
     def process_errors(self, errors: list[GraphQLError], execution_context: Any = None) -> None:
         for error in errors:
             log.debug("graphql error: %s", error.message)
+
+    def create_extensions_runner(self, execution_context: Any,
+                                 extensions: list[Any]) -> HookRunner:
+        """The extensions' hooks, run without per-hook wrappers (``hooks.py``)."""
+        return HookRunner(execution_context=execution_context, extensions=extensions)
 
 
 def build_schema(settings: Settings | None = None) -> KinflowSchema:
