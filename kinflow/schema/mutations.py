@@ -49,7 +49,7 @@ def _object(value: Any, name: str) -> dict[str, Any] | None:
 
 def _result(result: EngineResult) -> OperationResult:
     return OperationResult(
-        instance=WorkflowInstance(doc=result.instance.to_json()),
+        instance=WorkflowInstance.of_state(result.instance),
         changed=result.changed,
         cascaded=result.cascaded,
         next_evaluation_at=result.next_evaluation_at,

@@ -18,7 +18,7 @@ import strawberry
 
 from kinflow.core import readmodel
 from kinflow.core.cohort.registry import Row, select
-from kinflow.core.state import parse_instance
+from kinflow.core.state import Instance, parse_instance
 from kinflow.engine.registry_cache import registry_rows
 from kinflow.gdr import document_id, format_gdr
 from kinflow.schema.cohort_page import RowsPage
@@ -207,37 +207,57 @@ class RetentionHold:
 
 @strawberry.type
 class WorkflowInstance:
-    doc: strawberry.Private[Doc]
+    doc: strawberry.Private[Doc | None]
+    # the committed state a mutation answers with (``of_state``): ``doc`` is made from it
+    # on the first field that reads more than the id, the status or the stage
+    state: strawberry.Private[Instance | None] = None
+
+    @classmethod
+    def of_state(cls, state: Instance) -> WorkflowInstance:
+        return cls(doc=None, state=state)
+
+    @property
+    def document(self) -> Doc:
+        if self.doc is None:
+            assert self.state is not None
+            self.doc = self.state.to_json()
+        return self.doc
 
     @strawberry.field
     def id(self) -> strawberry.ID:
-        return strawberry.ID(self.doc["_id"])
+        if self.state is not None:
+            return strawberry.ID(self.state.id_)
+        return strawberry.ID(self.document["_id"])
 
     @strawberry.field
     def gdr(self) -> str:
-        return format_gdr(self.doc.get("dataset") or "production", self.doc["_id"])
+        return format_gdr(self.document.get("dataset") or "production", self.document["_id"])
 
     @strawberry.field
     def definition(self) -> str:
-        return str(self.doc.get("definition"))
+        return str(self.document.get("definition"))
 
     @strawberry.field
     def version(self) -> int:
-        return int(self.doc.get("pinnedVersion") or 0)
+        return int(self.document.get("pinnedVersion") or 0)
 
     @strawberry.field
     def status(self) -> InstanceStatus:
-        return instance_status(self.doc)
+        if self.state is not None:  # the stamps the read model reads (readmodel.status_of)
+            return InstanceStatus(self.state.terminal_state)
+        return instance_status(self.document)
 
     @strawberry.field
     def current_stage(self) -> str:
-        return str(self.doc.get("currentStage"))
+        if self.state is not None:
+            return self.state.currentStage
+        return str(self.document.get("currentStage"))
 
     @strawberry.field(
         description="Effective values: name -> value (workflow, then stage, then activity scope)."
     )
     def fields(self) -> JSON:
-        return jsonable(readmodel.effective_fields(self.doc))
+        return jsonable(readmodel.effective_fields(self.document))
 
     @strawberry.field(description="Of the current stage visit.")
     def activities(self) -> list[ActivityState]:
@@ -246,7 +266,7 @@ class WorkflowInstance:
                 name=a["name"], status=a["status"], started_at=a.get("startedAt"),
                 completed_at=a.get("completedAt"), fired_actions=list(a.get("firedActions") or []),
             )
-            for a in readmodel.activities(self.doc)
+            for a in readmodel.activities(self.document)
         ]  # fmt: skip
 
     @strawberry.field(description="Every visit, oldest first.")
@@ -254,13 +274,13 @@ class WorkflowInstance:
         return [
             StageVisit(key=s["_key"], name=s["name"], entered_at=s["enteredAt"],
                        exited_at=s.get("exitedAt"))
-            for s in self.doc.get("stages") or []
+            for s in self.document.get("stages") or []
         ]  # fmt: skip
 
     async def assembled(self, info: KInfo) -> Doc:
         """This instance with its registry rows and whole history (read only when asked)."""
-        engine = await info.context.services.engine_over(self.doc.get("dataset"))
-        return await engine.assemble(self.doc)
+        engine = await info.context.services.engine_over(self.document.get("dataset"))
+        return await engine.assemble(self.document)
 
     @strawberry.field
     async def subworkflows(
@@ -277,7 +297,7 @@ class WorkflowInstance:
 
     @strawberry.field
     async def parent(self, info: KInfo) -> WorkflowInstance | None:
-        pid = parent_id(self.doc)
+        pid = parent_id(self.document)
         if pid is None:
             return None
         doc = await info.context.loaders.instance(pid)
@@ -285,7 +305,7 @@ class WorkflowInstance:
 
     @strawberry.field(description="Root first.")
     async def ancestors(self, info: KInfo) -> list[WorkflowInstance]:
-        ids = [document_id(gdr) for gdr in readmodel.ancestor_gdrs(self.doc)]
+        ids = [document_id(gdr) for gdr in readmodel.ancestor_gdrs(self.document)]
         docs = await info.context.loaders.documents.load_many(ids)
         return [WorkflowInstance(doc=d) for d in docs if d is not None]
 
@@ -293,7 +313,7 @@ class WorkflowInstance:
     async def children(
         self, info: KInfo, status: ChildStatus | None = None
     ) -> list[WorkflowInstance]:
-        docs = await info.context.loaders.children.load(self.doc["_id"])
+        docs = await info.context.loaders.children.load(self.document["_id"])
         return [
             WorkflowInstance(doc=d) for d in docs
             if status is None or readmodel.row_status(d) == status.value
@@ -301,8 +321,8 @@ class WorkflowInstance:
 
     @strawberry.field
     async def available_actions(self, info: KInfo) -> list[ActionVerdict]:
-        engine = await info.context.services.engine_over(self.doc.get("dataset"))
-        instance = parse_instance(await engine.assemble(self.doc))
+        engine = await info.context.services.engine_over(self.document.get("dataset"))
+        instance = parse_instance(await engine.assemble(self.document))
         verdicts = await engine.available_actions_for(instance, actor=info.context.actor)
         return [
             ActionVerdict(activity=v.activity, action=v.action, enabled=v.enabled,
@@ -315,7 +335,7 @@ class WorkflowInstance:
         return [
             PendingEffect(key=e["_key"], name=e["name"], params=jsonable(e.get("params") or {}),
                           queued_at=e["queuedAt"], claimed=e.get("claim") is not None)
-            for e in self.doc.get("pendingEffects") or []
+            for e in self.document.get("pendingEffects") or []
         ]  # fmt: skip
 
     @strawberry.field
@@ -332,43 +352,43 @@ class WorkflowInstance:
 
     @strawberry.field
     def started_at(self) -> DateTime:
-        return DateTime(self.doc.get("startedAt") or "")
+        return DateTime(self.document.get("startedAt") or "")
 
     @strawberry.field
     def completed_at(self) -> DateTime | None:
-        return self.doc.get("completedAt")
+        return self.document.get("completedAt")
 
     @strawberry.field
     def aborted_at(self) -> DateTime | None:
-        return self.doc.get("abortedAt")
+        return self.document.get("abortedAt")
 
     @strawberry.field(description="When cancelInstance was asked (CANCELLING since).")
     def cancelling_at(self) -> DateTime | None:
-        return self.doc.get("cancellingAt")
+        return self.document.get("cancellingAt")
 
     @strawberry.field(description="When the graceful cancellation ended (CANCELLED).")
     def cancelled_at(self) -> DateTime | None:
-        return self.doc.get("cancelledAt")
+        return self.document.get("cancelledAt")
 
     @strawberry.field(description="The reason given to cancelInstance.")
     def cancel_reason(self) -> str | None:
-        reason = self.doc.get("cancelReason")
+        reason = self.document.get("cancelReason")
         return reason if isinstance(reason, str) else None
 
     @strawberry.field(description=(
         "On a family's root: the hold that keeps the family from retention and purges "
         "(holdFamily), or null."))
     def retention_hold(self) -> RetentionHold | None:
-        return RetentionHold.of(self.doc.get("retentionHold"))
+        return RetentionHold.of(self.document.get("retentionHold"))
 
     @strawberry.field
     def last_changed_at(self) -> DateTime:
-        return DateTime(self.doc.get("lastChangedAt") or self.doc.get("_updatedAt") or "")
+        return DateTime(self.document.get("lastChangedAt") or self.document.get("_updatedAt") or "")
 
     @strawberry.field
     def revision(self) -> str:
-        return str(self.doc.get("_rev"))
+        return str(self.document.get("_rev"))
 
     @strawberry.field
     def next_evaluation_at(self) -> DateTime | None:
-        return self.doc.get("nextEvaluationAt")
+        return self.document.get("nextEvaluationAt")

@@ -255,3 +255,21 @@ def test_integers_past_64_bits_are_refused_not_crashed(client: TestClient) -> No
     assert data(gql(client, '{ groq(query: "*[_id == \\"big-1\\"]") }'))["groq"] == []
     view = data(gql(client, INSTANCE, {"i": iid}))["instance"]
     assert view["fields"]["n"] == 0  # nothing was written
+
+
+ANSWER_FIELDS = ("id gdr definition version status currentStage fields startedAt completedAt "
+                 "abortedAt lastChangedAt revision nextEvaluationAt "
+                 "activities { name status firedActions } stages { key name enteredAt exitedAt }")
+
+
+def test_a_mutations_answer_reads_as_the_instance_does(client: TestClient) -> None:
+    deploy(client, KITCHEN)
+    iid = start(client)["instance"]["id"]
+    for activity, action in (("w", "bump"), ("w", "go"), ("x", "fin")):
+        answer = data(gql(client, f"""mutation($i: ID!, $a: String!, $x: String!) {{
+            fireAction(instanceId: $i, activity: $a, action: $x) {{
+              instance {{ {ANSWER_FIELDS} }} }} }}""",
+                          {"i": iid, "a": activity, "x": action}))["fireAction"]["instance"]
+        read = data(gql(client, f"query($i: ID!) {{ instance(id: $i) {{ {ANSWER_FIELDS} }} }}",
+                        {"i": iid}))["instance"]
+        assert answer == read
