@@ -103,17 +103,20 @@ async def _ranges(lake: Lake, dataset: str, kind: str, request: BatchRequest
     """About ``size`` documents after ``after`` through bounded ``(_type, _id)`` ranges:
     ``(documents, the last key read up to, done, the scale for the next batch)``.
 
-    A range of ``2**scale`` key units is read; an empty one grows the scale by 2x for
-    ``_NEAR`` empty ranges in a row, then by 16x (a gap, or the end of the key space), a
-    short one by 2x, and a range with more than twice what the batch still wants is cut
-    there (its rest is read again by the next batch), the next batch starting from the
-    span of the documents it kept. The arithmetic counts code points, so over ids such as
-    ``item-0001234`` a key range's documents jump tenfold between two scales one apart
-    at every carry of a digit: growing 16x at once landed ten batches' documents in one
-    range, and shrinking the scale by the excess alone had each following batch read the
-    rest of them again (a 20,000-row cohort read 81,000 documents after its first batch).
-    At most ``_PROBES`` ranges that held documents; empty ranges in a row go on to the
-    end of the key space (an empty range costs the lake no document).
+    Where the keys end in a run of decimal digits (``item-0001234``), a range spans a
+    count of numbers (``batches.numbered_bound``): the first one ``size``, each next one as
+    many as the documents still wanted need at the density the ranges read so far (at
+    most 16x more; 16x after an empty one), until the run's widest number; the code point
+    ranges follow from there. Those read ``2**scale`` key units: an empty range grows the
+    scale by 2x for ``_NEAR`` empty ranges in a row, then by 16x (a gap, or the end of the
+    key space), a short one by 2x. Either kind of range with more than twice what the batch
+    still wants is cut there (its rest is read again by the next batch), the next batch's
+    code point ranges starting from the span of the documents it kept. The code point
+    arithmetic alone sees, over numbered ids, a tenfold jump in key units at every carry of
+    a digit, where a range grown at once held ten batches' documents; it read about 1.5
+    documents per row of a 20,000-row cohort, the numbered ranges one. At most
+    ``_PROBES`` ranges that held documents; empty ranges in a row go on to the end of the
+    key space (an empty range costs the lake no document).
 
     A full batch looks past itself (``_past``), so the batch that reads a cohort's last
     members says ``done`` whether it filled or not: its commit ends the registration,
@@ -122,10 +125,15 @@ async def _ranges(lake: Lake, dataset: str, kind: str, request: BatchRequest
     assert request.after is not None
     size, lo = request.size, request.after
     scale = request.scale if request.scale is not None else 64
+    step: int | None = size  # numbers the next range spans, while the keys are numbered
     docs: list[dict[str, Any]] = []
     probes = empty = 0  # ranges that held documents; empty ranges in a row
     while probes < _PROBES and empty < _EMPTY_PROBES:
-        hi = batches.bound_after(lo, scale)
+        hi = batches.numbered_bound(lo, step) if step is not None else None
+        numbered = hi is not None
+        if hi is None:
+            step = None  # no numbered key, or past the run's widest number: code points
+            hi = batches.bound_after(lo, scale)
         if hi is None:  # past the last possible key: the open rest of the range
             wanted = size - len(docs)
             tail = await _after(lake, dataset, kind, lo, wanted)
@@ -140,11 +148,30 @@ async def _ranges(lake: Lake, dataset: str, kind: str, request: BatchRequest
         docs += found
         lo = hi
         if len(docs) >= size:
-            return docs, lo, await _past(lake, dataset, kind, lo, scale, size), scale
+            gap = _numbered_gap(request.after, lo, size) if numbered else None
+            return docs, lo, await _past(lake, dataset, kind, lo, scale, size, gap), scale
         probes, empty = (probes + 1, 0) if found else (probes, empty + 1)
-        scale += (1 if empty <= _NEAR else 4) if not found else (
-            1 if len(found) < wanted // 2 else 0)
+        if step is not None:
+            step = _next_step(step, len(found), size - len(docs))
+        else:
+            scale += (1 if empty <= _NEAR else 4) if not found else (
+                1 if len(found) < wanted // 2 else 0)
     return docs, lo, False, scale
+
+
+def _next_step(step: int, found: int, wanted: int) -> int:
+    """The numbers the next numbered range spans: as many as ``wanted`` documents need at
+    the density of the last one (``found`` in ``step`` numbers), at most 16x ``step``."""
+    if not found:
+        return step * 16
+    return max(1, min(step * 16, -(-wanted * step // found)))
+
+
+def _numbered_gap(first: str, last: str, size: int) -> int:
+    """Numbers as wide as two of a numbered batch's documents (it read about ``size``
+    from ``first`` to ``last``)."""
+    span = (batches.number_of(last) or 0) - (batches.number_of(first) or 0)
+    return max(1, 2 * span // max(size, 1))
 
 
 def _kept_scale(found: list[dict[str, Any]], wanted: int, scale: int, size: int) -> int:
@@ -157,26 +184,39 @@ def _kept_scale(found: list[dict[str, Any]], wanted: int, scale: int, size: int)
     return spread + max(0, (size // wanted).bit_length() - 1)
 
 
-async def _past(lake: Lake, dataset: str, kind: str, lo: str, scale: int, size: int) -> bool:
+async def _past(lake: Lake, dataset: str, kind: str, lo: str, scale: int, size: int,
+                gap: int | None = None) -> bool:
     """Whether no document of the type follows ``lo``, a full batch's end (its ranges were
-    ``2**scale`` wide and held about ``size`` documents).
+    ``2**scale`` wide, or spanned numbers about ``gap`` apart per two documents, and held
+    about ``size`` documents).
 
     The first range is as wide as two of the batch's documents, and each empty one grows
-    16x until one holds a document (the cohort goes on: ``False``) or the key space ends.
-    Where the next documents follow closely, this reads one or two of them (the next
-    batch reads them again; across a gap in the keys, the documents of the first range
-    past it); past the cohort's end every range is empty and costs the lake no document.
+    16x until one holds a document (the cohort goes on: ``False``) or the key space ends;
+    over numbered keys the ranges span numbers (``batches.numbered_bound``) up to the run's
+    widest number, code point ranges after it. Where the next documents follow closely,
+    this reads one or two of them (the next batch reads them again; across a gap in the
+    keys, the documents of the first range past it); past the cohort's end every range is
+    empty and costs the lake no document.
     """
+    while gap is not None and (hi := batches.numbered_bound(lo, gap)) is not None:
+        if await _holds(lake, dataset, kind, lo, hi):
+            return False
+        lo, gap = hi, gap * 16
     scale = max(0, scale - size.bit_length() + 2)
     for _ in range(_EMPTY_PROBES):
         hi = batches.bound_after(lo, scale)
         if hi is None:
             return not await _after(lake, dataset, kind, lo, 1)
-        if await lake.find({"_type": kind, "_id": {"$gt": lo, "$lte": hi}},
-                           dataset=dataset, projection={"_id": 1}, limit=1):
+        if await _holds(lake, dataset, kind, lo, hi):
             return False
         lo, scale = hi, scale + 4
     return False
+
+
+async def _holds(lake: Lake, dataset: str, kind: str, lo: str, hi: str) -> bool:
+    """Whether a document of the type lies in ``(lo, hi]`` (one read, at most one document)."""
+    return bool(await lake.find({"_type": kind, "_id": {"$gt": lo, "$lte": hi}},
+                                dataset=dataset, projection={"_id": 1}, limit=1))
 
 
 class Registrar:

@@ -248,3 +248,50 @@ async def test_batches_over_decimal_ids_read_each_document_at_most_about_twice(
         request = BatchRequest(request.query, {}, batch.last, batch.at, 10, batch.scale)
     assert rows == names
     assert lake.decoded <= 2 * len(names)  # 5 times as many before
+
+
+async def test_batches_over_numbered_ids_read_each_document_once(engine: Engine) -> None:
+    """Over ids ending in a decimal number (``item-00001``, a carry of a digit every ten
+    batches), each batch's ranges span numbers, not key units: every document is read
+    once, besides the one a full batch peeks at past itself, and a batch costs the lake a
+    range read and its peek (the key unit ranges read some documents twice, and probed
+    their way across each carry)."""
+    lake = DecodedReads(engine.lake.client, engine.lake.database)
+    await engine.ensure_ready()
+    names = [f"item-{n:05d}" for n in range(3000)]
+    await engine.lake.collection().insert_many(
+        [{"_id": name, "_type": "item"} for name in names])
+    request = BatchRequest("*[_type == 'item']{_id}", {}, None, None, 100)
+    rows: list[str] = []
+    batches = 0
+    while True:
+        before = lake.decoded
+        batch = await read_batch(lake, "production", request, engine.clock())
+        rows += [row["_id"] for row in batch.rows]
+        batches += 1
+        if batch.done:
+            break
+        if request.after is not None:  # a batch after the first: its range and its peek
+            assert lake.decoded - before == 101
+        request = BatchRequest(request.query, {}, batch.last, batch.at, 100, batch.scale)
+    assert rows == names and batches == 30
+    assert lake.decoded <= len(names) - 100 + 30  # 1.4 times as many before
+
+
+async def test_numbered_ranges_cover_every_key_between_numbers(engine: Engine) -> None:
+    """A numbered range is a range of text: keys between two numbers (``item-007a``), keys
+    past the run's widest number and keys not numbered at all are read, in ``_id`` order."""
+    await engine.ensure_ready()
+    names = sorted([f"item-{n:03d}" for n in range(0, 40, 3)]
+                   + ["item-007a", "item-012-x", "item-999", "item-9999", "item-a", "itemz"])
+    await engine.lake.collection().insert_many(
+        [{"_id": name, "_type": "item"} for name in names])
+    request = BatchRequest("*[_type == 'item']{_id}", {}, None, None, 4)
+    rows: list[str] = []
+    while True:
+        batch = await read_batch(engine.lake, "production", request, engine.clock())
+        rows += [row["_id"] for row in batch.rows]
+        if batch.done:
+            break
+        request = BatchRequest(request.query, {}, batch.last, batch.at, 4, batch.scale)
+    assert rows == names

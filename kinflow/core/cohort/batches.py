@@ -27,6 +27,7 @@ window, ``limits.fan_out`` with one).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -138,6 +139,30 @@ def bound_after(after: str, scale: int) -> str | None:
     ``_DEPTH`` characters and adds at least one unit to the last of them."""
     number = key_number(after) + (1 << max(scale, 0))
     return None if number > TOP else key_text(number)
+
+
+_NUMBERED = re.compile(r"(.*?)([0-9]+)", re.S)  # a key ending in a run of decimal digits
+
+
+def numbered_bound(after: str, step: int) -> str | None:
+    """The upper end of the range of ``step`` numbers after ``after`` when ``after`` ends in
+    a run of decimal digits, the run read as a number of its own width (``item-0999`` and
+    ``10`` give ``item-1009``): ``None`` without such a run or past its widest number. Over
+    numbered ids a range holds about ``step`` of them wherever it lies, where the code point
+    arithmetic (``bound_after``) sees a tenfold jump in key units at every carry of a digit.
+    Always above ``after``: the same text before the run, a larger run of the same width."""
+    found = _NUMBERED.fullmatch(after)
+    if found is None:
+        return None
+    prefix, run = found.groups()
+    number = int(run) + max(step, 1)
+    return None if number >= 10 ** len(run) else prefix + str(number).zfill(len(run))
+
+
+def number_of(key: str) -> int | None:
+    """The number a key's trailing run of decimal digits spells (``numbered_bound``)."""
+    found = _NUMBERED.fullmatch(key)
+    return int(found.group(2)) if found is not None else None
 
 
 def scale_of(first: str, last: str) -> int:
