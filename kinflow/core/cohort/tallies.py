@@ -185,48 +185,58 @@ def updated(summary: Summary | None, base: Sequence[SubworkflowEntry],
     if summary is None or any("chunks" not in e or e.get("tallies") not in READABLE
                               for e in summary):
         return summarise(rows)
-    found = {(e["activity"], e["stageEntry"]): {
-        **e, "counts": dict(e["counts"]),
-        "chunks": {k: list(v) for k, v in e["chunks"].items()},
-        **({"keys": {k: list(v) for k, v in e["keys"].items()}} if e.get("keys") else {}),
-        **({PRIORITIES: {k: [v[0], list(v[1])] for k, v in e[PRIORITIES].items()}
-            if e[PRIORITIES] is not None else None} if PRIORITIES in e else {})}
-        for e in summary}
+    found = {(e["activity"], e["stageEntry"]): _editable(e) for e in summary}
     for chunk in chunks:
         lo, hi = chunk * CHUNK, (chunk + 1) * CHUNK
-        left_places: set[tuple[tuple[str, str], str]] = set()
-        left_levels: set[tuple[tuple[str, str], str]] = set()
-        for row in base[lo:hi]:  # the chunk's old rows leave the counts and the places
-            key = (row.activity, row.stageEntry)
-            entry = found.get(key)
-            if entry is None:
-                continue
-            name = tally(row)
-            count_key(entry, row, -1)
-            left = entry["counts"].get(name, 0) - 1
-            if left > 0:
-                entry["counts"][name] = left
-            else:
-                entry["counts"].pop(name, None)
-            left_places.add((key, name))
-            if waits(row) and entry.get(PRIORITIES) is not None:
-                level = entry[PRIORITIES].get(priority_text(row.priority))
-                if level is not None:
-                    level[0] -= 1
-                    left_levels.add((key, priority_text(row.priority)))
-        for key, name in left_places:
-            runs = found[key]["chunks"].get(name) or []
-            places.remove(runs, chunk)
-            if not runs:
-                found[key]["chunks"].pop(name, None)
-        for key, name in left_levels:
-            kept = found[key][PRIORITIES]
-            places.remove(kept[name][1], chunk)
-            if kept[name][0] <= 0:
-                del kept[name]
+        _leave(found, chunk, base[lo:hi])
         for index, row in enumerate(rows[lo:hi], lo):  # its new rows come back
             _add(found, row, index)
     return list(found.values())
+
+
+def _editable(entry: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a stored summary entry whose counts, places and levels may be edited."""
+    return {
+        **entry, "counts": dict(entry["counts"]),
+        "chunks": {k: list(v) for k, v in entry["chunks"].items()},
+        **({"keys": {k: list(v) for k, v in entry["keys"].items()}} if entry.get("keys") else {}),
+        **({PRIORITIES: {k: [v[0], list(v[1])] for k, v in entry[PRIORITIES].items()}
+            if entry[PRIORITIES] is not None else None} if PRIORITIES in entry else {})}
+
+
+def _leave(found: dict[tuple[str, str], dict[str, Any]], chunk: int,
+           old: Sequence[SubworkflowEntry]) -> None:
+    """Take a rewritten chunk's old rows out of the counts, the places and the levels."""
+    left_places: set[tuple[tuple[str, str], str]] = set()
+    left_levels: set[tuple[tuple[str, str], str]] = set()
+    for row in old:
+        key = (row.activity, row.stageEntry)
+        entry = found.get(key)
+        if entry is None:
+            continue
+        name = tally(row)
+        count_key(entry, row, -1)
+        left = entry["counts"].get(name, 0) - 1
+        if left > 0:
+            entry["counts"][name] = left
+        else:
+            entry["counts"].pop(name, None)
+        left_places.add((key, name))
+        if waits(row) and entry.get(PRIORITIES) is not None:
+            level = entry[PRIORITIES].get(priority_text(row.priority))
+            if level is not None:
+                level[0] -= 1
+                left_levels.add((key, priority_text(row.priority)))
+    for key, name in left_places:
+        runs = found[key]["chunks"].get(name) or []
+        places.remove(runs, chunk)
+        if not runs:
+            found[key]["chunks"].pop(name, None)
+    for key, name in left_levels:
+        kept = found[key][PRIORITIES]
+        places.remove(kept[name][1], chunk)
+        if kept[name][0] <= 0:
+            del kept[name]
 
 
 # ---------------------------------------------------------------- reading
