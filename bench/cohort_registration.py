@@ -122,8 +122,11 @@ async def one_size(size: int, max_active: int, complete: bool) -> dict[str, Any]
         row["parent_kb"] = len(bson.encode(stored or {})) / 1024
         row["chunks"] = await lake.kinflow["production.rows"].count_documents(
             {"parent": parent_id})
-        row["errors"] = logged_errors(server.data_dir / "serve.log") + (
-            size - int(cohort["done"]) if complete else 0)
+        logged = logged_errors(server.data_dir / "serve.log")
+        undone = size - int(cohort["done"]) if complete else 0
+        if undone:
+            print(f"  {undone:,} rows not done: {cohort}", file=sys.stderr)
+        row["errors"] = logged + undone
     return row
 
 
@@ -139,7 +142,14 @@ def logged_errors(log: Path) -> int:
         lines = log.read_text(errors="replace").splitlines()
     except OSError:
         return 0
-    return sum(1 for line in lines if " ERROR " in line or line.startswith("Traceback"))
+    for line in lines:  # a planned restart of the lake explains a cut connection
+        if "restart" in line and " WARNING " in line:
+            print("  server log:", line, file=sys.stderr)
+    found = [n for n, line in enumerate(lines)
+             if " ERROR " in line or line.startswith("Traceback")]
+    for n in found[:3]:  # the log goes with the server's temporary directory: show the first
+        print("  server log:", *lines[n:n + 12], sep="\n    ", file=sys.stderr)
+    return len(found)
 
 
 def main() -> None:
