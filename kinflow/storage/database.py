@@ -215,6 +215,15 @@ class LakeDatabase:
         """Run a read as one operation; outside a transaction, a read that lost its
         connection to a planned restart is run again once the daemon is back, within
         the operation timeout (a read has no effect to apply twice)."""
+        return await self.repeatable(verb, run, session=session, timeout=timeout)
+
+    async def repeatable(self, verb: str, run: Callable[[], Awaitable[T]], *,
+                         session: AsyncClientSession | None = None,
+                         timeout: float | None = None) -> T:
+        """Run an operation that may run twice to no further effect (a read, an insert that
+        skips the ids it finds stored) as ``read`` runs a read: cut by a planned restart,
+        it runs again once the daemon is back. Such a write can outlast the restart's
+        drain (a batch of children), and its caller has nothing better to do than retry."""
         if session is not None or self.gate is None:
             async with self.operation(verb, timeout):
                 return await run()

@@ -147,21 +147,26 @@ class Lake(LakeDatabase):
         """Insert the documents not stored yet; an existing ``_id`` is skipped, not refused.
 
         For idempotent batches (children a crash left uncreated): unordered, so
-        one existing document does not stop the rest. Returns how many were inserted.
+        one existing document does not stop the rest; cut by a planned restart of the
+        daemon, it runs again once the daemon is back. Returns how many the last
+        attempt inserted.
         """
         moment = now or utcnow()
         stored = [stamp_created(check_new_document(dict(d)), moment) for d in docs]
         if not stored:
             return 0
-        try:
-            async with self.operation("create"):
+
+        async def run() -> int:
+            try:
                 result = await self.collection(dataset).insert_many(
                     stored, session=session, ordered=False)
-        except pymongo.errors.BulkWriteError as exc:
-            if not _only_duplicates(exc):
-                raise
-            return int(exc.details.get("nInserted", 0))
-        return len(result.inserted_ids)
+            except pymongo.errors.BulkWriteError as exc:
+                if not _only_duplicates(exc):
+                    raise
+                return int(exc.details.get("nInserted", 0))
+            return len(result.inserted_ids)
+
+        return await self.repeatable("create", run, session=session)
 
     async def replace(
         self,

@@ -165,3 +165,33 @@ async def test_a_long_read_postpones_a_planned_restart_and_a_wait_outlasts_the_c
         assert await keeper.restart_planned() and embedded.pid != first
     finally:
         await connection.close()
+
+
+async def test_a_batch_of_new_documents_cut_by_a_planned_restart_is_written_once(
+        data_dir: Path) -> None:
+    """``create_missing`` (the children a large spawn creates in batches) may outlast the
+    restart's drain: cut, it runs again once the daemon is back, skipping what the cut
+    attempt stored, so every document is stored once and the caller sees no error."""
+    settings = Settings(_env_file=None, mongodb_uri=None, data_dir=data_dir,
+                        database="cutbatch", embedded_sync_on_commit=False,
+                        embedded_memory_mb=0)
+    connection = await open_lake(settings)
+    keeper, embedded, lake = connection.keeper, connection.embedded, connection.lake
+    assert keeper is not None and embedded is not None and lake.gate is not None
+    gate = lake.gate
+    try:
+        await lake.ensure_dataset(lake.default_dataset)
+        docs = [{"_id": f"item-{n:05}", "_type": "item", "n": n} for n in range(20_000)]
+        writing = asyncio.create_task(lake.create_missing(docs))
+        while gate._inflight == 0:  # the batch is past the gate: the daemon is writing it
+            assert not writing.done(), "the batch was written before the restart could cut it"
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        keeper.drain = 0.0  # no drain: the restart cuts the batch in flight
+        assert await keeper.restart_planned()
+        assert gate.undrained == 1
+        await asyncio.wait_for(writing, HANG_GUARD)
+        stored = await lake.collection(None).count_documents({"_type": "item"})
+        assert stored == len(docs)
+    finally:
+        await connection.close()
