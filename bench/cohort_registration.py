@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import bson
+import pymongo.errors
 from _cohort_definitions import one_action_child
 from _process import cpu_seconds, lake_pid, rss_kib
 from _served import Lake, served
@@ -101,8 +102,12 @@ async def one_size(size: int, max_active: int, complete: bool) -> dict[str, Any]
         parent_id = (await call(http, START))["startInstance"]["instance"]["id"]
         docs = lake.kinflow.production
         while True:
-            found = await docs.find_one({"_id": parent_id}, {
-                "owesRegistration": 1, "currentStage": 1, "cohortRows.counts": 1})
+            try:
+                found = await docs.find_one({"_id": parent_id}, {
+                    "owesRegistration": 1, "currentStage": 1, "cohortRows.counts": 1})
+            except pymongo.errors.AutoReconnect:  # the server restarted its lake (its memory
+                await asyncio.sleep(0.5)  # budget): this bench's own client reconnects
+                continue
             peak = max(peak, mib(process.pid))
             if complete and "mid" not in row and 2 * done_rows(found) >= size:
                 row["mid"] = mib(process.pid)  # the API's RSS when half the rows are done
@@ -115,6 +120,9 @@ async def one_size(size: int, max_active: int, complete: bool) -> dict[str, Any]
         row["seconds"] = time.perf_counter() - started
         row["api_cpu"] = cpu_seconds(process.pid) - cpu0[0]
         row["lake_cpu"] = cpu_seconds(lake_process) - cpu0[1]
+        if lake_pid(server.data_dir) != lake_process:  # its CPU before the restart is lost
+            print(f"  the lake restarted (pid {lake_process} -> {lake_pid(server.data_dir)})",
+                  file=sys.stderr)
         row["api1"], row["lake1"], row["peak"] = mib(process.pid), mib(lake_process), peak
         cohort = (await call(http, COHORT, {"id": parent_id}))["cohort"]
         row["cohort"] = cohort
