@@ -18,7 +18,7 @@ import pytest
 
 from kinflow.engine import Engine
 from kinflow.settings import Settings
-from kinflow.storage.connect import open_lake
+from kinflow.storage.connect import LakeConnection, open_lake
 from kinflow.storage.embedded import pid_alive
 from tests.engine.definitions import counter
 
@@ -44,11 +44,16 @@ def _count(instance: Any) -> int:
     return next(field.value for field in instance.fields if field.name == "n")
 
 
+async def _owned_lake(data_dir: Path, database: str, **settings: Any) -> LakeConnection:
+    """An embedded lake this process owns, with no memory guard of its own: the tests
+    plan the restarts."""
+    return await open_lake(Settings(
+        _env_file=None, mongodb_uri=None, data_dir=data_dir, database=database,
+        embedded_sync_on_commit=False, embedded_memory_mb=0, **settings))
+
+
 async def test_verbs_and_reads_across_planned_restarts_see_no_error(data_dir: Path) -> None:
-    settings = Settings(_env_file=None, mongodb_uri=None, data_dir=data_dir,
-                        database="planned", embedded_sync_on_commit=False,
-                        embedded_memory_mb=0)  # no guard of its own: the test plans the restarts
-    connection = await open_lake(settings)
+    connection = await _owned_lake(data_dir, "planned")
     keeper, embedded, lake = connection.keeper, connection.embedded, connection.lake
     assert keeper is not None and embedded is not None and lake.gate is not None
     try:
@@ -133,10 +138,7 @@ async def test_a_long_read_postpones_a_planned_restart_and_a_wait_outlasts_the_c
     """A read given longer than the operation timeout (a spawn's first batch over a whole
     type) is not cut by a planned restart: the restart waits for it. A call arriving
     during a restart waits for the restart, even past its own timeout."""
-    settings = Settings(_env_file=None, mongodb_uri=None, data_dir=data_dir,
-                        database="postponed", embedded_sync_on_commit=False,
-                        embedded_memory_mb=0, operation_timeout=1.0)
-    connection = await open_lake(settings)
+    connection = await _owned_lake(data_dir, "postponed", operation_timeout=1.0)
     keeper, embedded, lake = connection.keeper, connection.embedded, connection.lake
     assert keeper is not None and embedded is not None and lake.gate is not None
     gate = lake.gate
@@ -172,10 +174,7 @@ async def test_a_batch_of_new_documents_cut_by_a_planned_restart_is_written_once
     """``create_missing`` (the children a large spawn creates in batches) may outlast the
     restart's drain: cut, it runs again once the daemon is back, skipping what the cut
     attempt stored, so every document is stored once and the caller sees no error."""
-    settings = Settings(_env_file=None, mongodb_uri=None, data_dir=data_dir,
-                        database="cutbatch", embedded_sync_on_commit=False,
-                        embedded_memory_mb=0)
-    connection = await open_lake(settings)
+    connection = await _owned_lake(data_dir, "cutbatch")
     keeper, embedded, lake = connection.keeper, connection.embedded, connection.lake
     assert keeper is not None and embedded is not None and lake.gate is not None
     gate = lake.gate
