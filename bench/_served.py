@@ -49,8 +49,10 @@ async def served(prefix: str, extra_env: dict[str, str] | None = None, *,
         try:
             await asyncio.to_thread(wait_healthy, base, process, 120.0)
             async with httpx.AsyncClient(base_url=base, timeout=timeout) as http:
+                # maxIdleTimeMS: the daemon closes a connection silent for 300 s, and a
+                # pooled one it closed would fail the bench's next statement
                 lake: Lake = AsyncMongoClient(f"mongodb://127.0.0.1:{lake_port(data_dir)}/",
-                                              directConnection=True)
+                                              directConnection=True, maxIdleTimeMS=60_000)
                 try:
                     yield Served(data_dir, process, http, lake)
                 finally:

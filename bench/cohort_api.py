@@ -332,7 +332,8 @@ async def one_size(size: int, callers: int, extra: dict[str, str],
                 await wait_healthy(http, process)
                 lake_port = json.loads((data_dir / "lake.json").read_text())["port"]
                 lake: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-                    f"mongodb://127.0.0.1:{lake_port}/", directConnection=True)
+                    f"mongodb://127.0.0.1:{lake_port}/", directConnection=True,
+                    maxIdleTimeMS=60_000)  # the daemon drops connections silent for 300 s
                 profiling = profiling or Profiling()
                 profiling.server_pid = process.pid
                 profiling.lake_pid = lake_pid(data_dir)

@@ -54,9 +54,22 @@ class LakeConnection:
             await asyncio.to_thread(self.embedded.stop)
 
 
-def make_client(uri: str, settings: Settings, *, embedded: bool = False
+# The embedded daemon closes a connection that has sent nothing for 300 s, and
+# pymongo's pool hands such a connection out without noticing: the next statement
+# on it fails with "connection closed". The pool reuses its most recent
+# connections first, so after a burst the others sit idle for minutes. Closing our
+# own after a minute keeps every pooled connection one the daemon still serves.
+EMBEDDED_MAX_IDLE_SECONDS = 60.0
+
+
+def make_client(uri: str, settings: Settings, *, embedded: bool = False,
+                max_idle_seconds: float = EMBEDDED_MAX_IDLE_SECONDS,
                 ) -> AsyncMongoClient[dict[str, Any]]:
     """A client for the lake at ``uri``.
+
+    On the embedded lake a pooled connection idle for ``max_idle_seconds`` is
+    closed, not reused (see ``EMBEDDED_MAX_IDLE_SECONDS``). On MongoDB the URI
+    decides (``maxIdleTimeMS``), as the driver's users expect.
 
     On the embedded lake, writes outside a transaction are sent as plain writes,
     not retryable ones. The daemon keeps a record of every retryable write (to
@@ -70,12 +83,14 @@ def make_client(uri: str, settings: Settings, *, embedded: bool = False
     their retries (pymongo always retries a commit once, and ``Lake.transaction``
     retries transient errors), and MongoDB keeps retryable writes.
     """
+    options: dict[str, Any] = {"maxIdleTimeMS": int(max_idle_seconds * 1000)} if embedded else {}
     return AsyncMongoClient(
         uri,
         serverSelectionTimeoutMS=int(min(settings.operation_timeout, 10.0) * 1000),
         tz_aware=True,
         retryWrites=not embedded,
         event_listeners=lake_events.listeners(),  # round trips for metrics and traces
+        **options,
     )
 
 
