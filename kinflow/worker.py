@@ -205,20 +205,21 @@ class Worker:
         now = self.engine.clock()
         # system fields are stamped by the lake's wall clock, not the engine's
         stale = iso(datetime.now(UTC) - timedelta(seconds=self.grace_seconds))
+        owing = _OwingRead(self)  # one read of the owing instances serves the five flags
         kinds: list[tuple[str, Callable[[list[str]], Awaitable[list[str]]],
                           Callable[[str], Awaitable[bool]], Callable[[str], Awaitable[Any]]]] = [
-            ("materialise", lambda seen: self._flagged("materialising", seen, stale),
+            ("materialise", lambda seen: owing.flagged("materialising", seen, stale),
              self._materialise_owed,
              lambda i: self.maintenance.finish_materialising(i, actor=self.actor)),
-            ("register", lambda seen: self._flagged("owesRegistration", seen, stale),
+            ("register", lambda seen: owing.flagged("owesRegistration", seen, stale),
              self._registration_owed,
              lambda i: self.maintenance.finish_registration(i, actor=self.actor)),
-            ("bulk", lambda seen: self._flagged("owesBulk", seen, stale),
+            ("bulk", lambda seen: owing.flagged("owesBulk", seen, stale),
              self._bulk_owed, lambda i: self.maintenance.finish_bulk(i, actor=self.actor)),
-            ("drain", lambda seen: self._flagged("owesAborts", seen),
+            ("drain", lambda seen: owing.flagged("owesAborts", seen),
              lambda i: self._owed(i, {"owesAborts": True}),
              lambda i: self.maintenance.repair(i, actor=self.actor)),
-            ("cancel", lambda seen: self._flagged("owesCancels", seen),
+            ("cancel", lambda seen: owing.flagged("owesCancels", seen),
              lambda i: self._owed(i, {"owesCancels": True}),
              lambda i: self.maintenance.repair(i, actor=self.actor)),
             ("propagate", lambda seen: self._parents(stale, seen),
@@ -376,14 +377,11 @@ class Worker:
         return [str(doc["_id"]) for doc in found if str(doc["_id"]) not in skip
                 and (stale is None or _older(doc, stale))][: self.batch]
 
-    async def _flagged(self, flag: str, seen: list[str], stale: str | None = None
-                       ) -> list[str]:
-        """Instances owing the repair ``flag``: every owing instance is read (they are
-        few; the one index holds the four flags, ``kinflow.core.owing``) and those
-        holding ``flag`` kept, so another flag's instances never crowd this one out."""
-        found = await self.lake.find({**_INSTANCE, **ANY_OWED}, dataset=self.engine.dataset,
-                                     projection={"_id": 1, "_updatedAt": 1, FIELD: 1})
-        return self._unseen([doc for doc in found if holds(doc.get(FIELD), flag)], seen, stale)
+    async def _owing_instances(self) -> list[dict[str, Any]]:
+        """Every instance owing a repair (they are few; the one index holds the flags,
+        ``kinflow.core.owing``), with the flags it holds."""
+        return await self.lake.find({**_INSTANCE, **ANY_OWED}, dataset=self.engine.dataset,
+                                    projection={"_id": 1, "_updatedAt": 1, FIELD: 1})
 
     async def _materialise_owed(self, instance_id: str) -> bool:
         # a spawn this process is still materialising is not a crash's leftover:
@@ -443,3 +441,25 @@ class Worker:
         drained = await self.engine.drain_effects(instance_id, actor=self.actor)
         if drained.skipped:
             await self.maintenance.sweep_stale_claims(instance_id, actor=self.actor)
+
+
+class _OwingRead:
+    """The owing instances, read once per pass and shared by the kinds that follow a flag.
+
+    Each kind keeps the instances holding its flag, so another flag's instances never
+    crowd it out. A flag set after the read waits for the next pass, and one cleared
+    meanwhile is caught by the kind's still-owed check, which reads the instance
+    again before handling it; one query instead of five saves the lake a planned
+    non-``_id`` query per flag on every pass.
+    """
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.found: list[dict[str, Any]] | None = None
+
+    async def flagged(self, flag: str, seen: list[str], stale: str | None = None
+                      ) -> list[str]:
+        if self.found is None:
+            self.found = await self.worker._owing_instances()
+        holding = [doc for doc in self.found if holds(doc.get(FIELD), flag)]
+        return self.worker._unseen(holding, seen, stale)

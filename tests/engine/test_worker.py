@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from typing import Any
 
 import pytest
+from pymongo import AsyncMongoClient, monitoring
 
+from kinflow.core.owing import FIELD as OWING
 from kinflow.engine import EffectCall, Engine
+from kinflow.storage import Lake
 from kinflow.storage.database import side_name
 from kinflow.worker import Worker
 from tests.engine.conftest import Clock
@@ -106,3 +110,49 @@ async def test_run_stops_when_asked(engine: Engine) -> None:
     await asyncio.sleep(0.05)
     stop.set()
     await asyncio.wait_for(task, 5)
+
+
+class OwingReads(monitoring.CommandListener):
+    """Counts the ``find`` commands that search the owing instances."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name == "find" and OWING in (event.command.get("filter") or {}):
+            self.count += 1
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+async def test_a_pass_reads_the_owing_instances_once_for_every_flag(
+        lake: Lake, lake_uri: str, clock: Clock) -> None:
+    """Five kinds follow a repair flag; one read of the owing instances serves them all,
+    and each kind still gets the instances holding its own flag."""
+    reads = OwingReads()
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        lake_uri, directConnection=True, event_listeners=[reads])
+    own = Lake(client, lake.db.name, default_dataset="production",
+               operation_timeout=lake.operation_timeout)
+    try:
+        engine = Engine(own, clock=clock)
+        await engine.ensure_ready()
+        await engine.deploy([TIMED])
+        started = [(await engine.start_instance("timed")).instance.id_ for _ in range(2)]
+        flags = {started[0]: "owesAborts", started[1]: "owesCancels"}
+        for instance_id, flag in flags.items():  # as a crash between two commits leaves them
+            await own.collection().update_one({"_id": instance_id},
+                                              {"$set": {flag: True, OWING: flag}})
+        report = await Worker(engine, worker_id="w", grace_seconds=0).run_pass()
+        assert reads.count == 1
+        assert ("drain", started[0]) in report.processed
+        assert ("cancel", started[1]) in report.processed
+        for instance_id, flag in flags.items():  # repaired: nothing was owed after all
+            stored = await own.collection().find_one({"_id": instance_id}) or {}
+            assert not stored.get(flag) and not stored.get(OWING)
+    finally:
+        await client.close()
