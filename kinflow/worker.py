@@ -19,8 +19,9 @@ is owed after it (docs/subworkflows.md), each behind an index:
 * ``effectsDueAt`` has passed: effects wait to run, or a claim's lease ended.
 
 The four flags share one index: the stored instance names those it has set
-in ``owing`` (``kinflow.core.owing``); each of those kinds reads the instances
-that owe anything and keeps those holding its flag.
+in ``owing`` (``kinflow.core.owing``); a pass reads the instances that owe
+anything once, and each of those kinds keeps those holding its flag
+(``engine/owing_read.py``).
 
 One pass reads a bounded batch of each kind and handles the items of a page
 ``concurrency`` at a time (they are independent, and an effect's handler may
@@ -57,11 +58,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from kinflow.core.owing import ANY_OWED, FIELD, holds
 from kinflow.core.retention import PurgeCounts
 from kinflow.core.state import INSTANCE_TYPE
 from kinflow.engine import Actor, Engine
 from kinflow.engine.leases import LEASE_TYPE, Leases, prepare_engine_side
+from kinflow.engine.owing_read import OwingRead
 from kinflow.engine.parking import PARKED_INDEXES, Parked, Parking, permanent
 from kinflow.engine.reactions import follow_content_changes
 from kinflow.engine.retention import Purger
@@ -205,21 +206,21 @@ class Worker:
         now = self.engine.clock()
         # system fields are stamped by the lake's wall clock, not the engine's
         stale = iso(datetime.now(UTC) - timedelta(seconds=self.grace_seconds))
-        owing = _OwingRead(self)  # one read of the owing instances serves the five flags
+        owing = OwingRead(self.lake, self.engine.dataset)  # one read serves the five flags
         kinds: list[tuple[str, Callable[[list[str]], Awaitable[list[str]]],
                           Callable[[str], Awaitable[bool]], Callable[[str], Awaitable[Any]]]] = [
-            ("materialise", lambda seen: owing.flagged("materialising", seen, stale),
+            ("materialise", lambda seen: self._flagged("materialising", seen, stale, owing),
              self._materialise_owed,
              lambda i: self.maintenance.finish_materialising(i, actor=self.actor)),
-            ("register", lambda seen: owing.flagged("owesRegistration", seen, stale),
+            ("register", lambda seen: self._flagged("owesRegistration", seen, stale, owing),
              self._registration_owed,
              lambda i: self.maintenance.finish_registration(i, actor=self.actor)),
-            ("bulk", lambda seen: owing.flagged("owesBulk", seen, stale),
+            ("bulk", lambda seen: self._flagged("owesBulk", seen, stale, owing),
              self._bulk_owed, lambda i: self.maintenance.finish_bulk(i, actor=self.actor)),
-            ("drain", lambda seen: owing.flagged("owesAborts", seen),
+            ("drain", lambda seen: self._flagged("owesAborts", seen, owing=owing),
              lambda i: self._owed(i, {"owesAborts": True}),
              lambda i: self.maintenance.repair(i, actor=self.actor)),
-            ("cancel", lambda seen: owing.flagged("owesCancels", seen),
+            ("cancel", lambda seen: self._flagged("owesCancels", seen, owing=owing),
              lambda i: self._owed(i, {"owesCancels": True}),
              lambda i: self.maintenance.repair(i, actor=self.actor)),
             ("propagate", lambda seen: self._parents(stale, seen),
@@ -377,11 +378,12 @@ class Worker:
         return [str(doc["_id"]) for doc in found if str(doc["_id"]) not in skip
                 and (stale is None or _older(doc, stale))][: self.batch]
 
-    async def _owing_instances(self) -> list[dict[str, Any]]:
-        """Every instance owing a repair (they are few; the one index holds the flags,
-        ``kinflow.core.owing``), with the flags it holds."""
-        return await self.lake.find({**_INSTANCE, **ANY_OWED}, dataset=self.engine.dataset,
-                                    projection={"_id": 1, "_updatedAt": 1, FIELD: 1})
+    async def _flagged(self, flag: str, seen: list[str], stale: str | None = None,
+                       owing: OwingRead | None = None) -> list[str]:
+        """Instances owing the repair ``flag``, from ``owing`` (the pass's one read of every
+        owing instance, ``engine/owing_read.py``) or a read of their own."""
+        owing = owing or OwingRead(self.lake, self.engine.dataset)
+        return self._unseen(await owing.holding(flag), seen, stale)
 
     async def _materialise_owed(self, instance_id: str) -> bool:
         # a spawn this process is still materialising is not a crash's leftover:
@@ -441,25 +443,3 @@ class Worker:
         drained = await self.engine.drain_effects(instance_id, actor=self.actor)
         if drained.skipped:
             await self.maintenance.sweep_stale_claims(instance_id, actor=self.actor)
-
-
-class _OwingRead:
-    """The owing instances, read once per pass and shared by the kinds that follow a flag.
-
-    Each kind keeps the instances holding its flag, so another flag's instances never
-    crowd it out. A flag set after the read waits for the next pass, and one cleared
-    meanwhile is caught by the kind's still-owed check, which reads the instance
-    again before handling it; one query instead of five saves the lake a planned
-    non-``_id`` query per flag on every pass.
-    """
-
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
-        self.found: list[dict[str, Any]] | None = None
-
-    async def flagged(self, flag: str, seen: list[str], stale: str | None = None
-                      ) -> list[str]:
-        if self.found is None:
-            self.found = await self.worker._owing_instances()
-        holding = [doc for doc in self.found if holds(doc.get(FIELD), flag)]
-        return self.worker._unseen(holding, seen, stale)
