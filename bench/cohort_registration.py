@@ -27,7 +27,10 @@ the CPU milliseconds per child of the API and of the lake daemon (user + system:
 on a shared machine they say more than the wall time). Note ``uptime`` beside any
 figure kept.
 
-    python bench/cohort_registration.py [--sizes 100000,1000000] [--complete]
+``--repeat N`` runs each size N times and gives the second table each size's median run
+(the 2,000-row time is the least steady: docs/performance.md).
+
+    python bench/cohort_registration.py [--sizes 100000,1000000] [--complete] [--repeat N]
 """
 
 from __future__ import annotations
@@ -166,6 +169,8 @@ def main() -> None:
     parser.add_argument("--max-active", type=int, default=200)
     parser.add_argument("--complete", action="store_true",
                         help="children finish at creation; time until the parent moves on")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs per size; the second table takes each size's median run")
     args = parser.parse_args()
     print(f"load: {os.getloadavg()}", flush=True)
     print("| rows | seconds | rows/s | raw insert_many/s | % of raw | API MiB before -> after "
@@ -173,16 +178,24 @@ def main() -> None:
           "errors |")
     print("|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|---:|")
     done: list[dict[str, Any]] = []
+    spread: list[str] = []
     for size in (int(s) for s in args.sizes.split(",")):
-        r = asyncio.run(one_size(size, args.max_active, args.complete))
-        done.append(r)
-        rate = size / r["seconds"]
-        print(f"| {size:,} | {r['seconds']:.1f} | {rate:,.0f} | {r['raw']:,.0f} | "
-              f"{100 * rate / r['raw']:.0f}% | {r['api0']:.0f} -> {r['api1']:.0f} "
-              f"({r['peak']:.0f}) | {r['lake0']:.0f} -> {r['lake1']:.0f} | "
-              f"{r['parent_kb']:.1f} | {r['chunks']} | {r['cohort']['total']:,} | "
-              f"{r['cohort']['registering']} | {r['errors']} |", flush=True)
+        runs = []
+        for _ in range(max(1, args.repeat)):
+            r = asyncio.run(one_size(size, args.max_active, args.complete))
+            runs.append(r)
+            rate = size / r["seconds"]
+            print(f"| {size:,} | {r['seconds']:.1f} | {rate:,.0f} | {r['raw']:,.0f} | "
+                  f"{100 * rate / r['raw']:.0f}% | {r['api0']:.0f} -> {r['api1']:.0f} "
+                  f"({r['peak']:.0f}) | {r['lake0']:.0f} -> {r['lake1']:.0f} | "
+                  f"{r['parent_kb']:.1f} | {r['chunks']} | {r['cohort']['total']:,} | "
+                  f"{r['cohort']['registering']} | {r['errors']} |", flush=True)
+        runs.sort(key=lambda run: float(run["seconds"]))
+        done.append(runs[len(runs) // 2])  # the median run (the upper one of an even count)
+        spread.append(f"{size:,}: " + ", ".join(f"{run['seconds']:.1f}" for run in runs) + " s")
     if args.complete:
+        if args.repeat > 1:  # a short run's time varies most: say how much
+            print(f"median of {args.repeat} runs per size ({'; '.join(spread)})")
         completion_table(done)
     print(f"load: {os.getloadavg()}", flush=True)
 
