@@ -209,13 +209,13 @@ class Worker:
         owing = OwingRead(self.lake, self.engine.dataset)  # one read serves the five flags
         kinds: list[tuple[str, Callable[[list[str]], Awaitable[list[str]]],
                           Callable[[str], Awaitable[bool]], Callable[[str], Awaitable[Any]]]] = [
-            ("materialise", lambda seen: self._flagged("materialising", seen, stale, owing),
+            ("materialise", lambda seen: self._flagged("materialising", seen, stale, owing=owing),
              self._materialise_owed,
              lambda i: self.maintenance.finish_materialising(i, actor=self.actor)),
-            ("register", lambda seen: self._flagged("owesRegistration", seen, stale, owing),
+            ("register", lambda seen: self._flagged("owesRegistration", seen, stale, owing=owing),
              self._registration_owed,
              lambda i: self.maintenance.finish_registration(i, actor=self.actor)),
-            ("bulk", lambda seen: self._flagged("owesBulk", seen, stale, owing),
+            ("bulk", lambda seen: self._flagged("owesBulk", seen, stale, owing=owing),
              self._bulk_owed, lambda i: self.maintenance.finish_bulk(i, actor=self.actor)),
             ("drain", lambda seen: self._flagged("owesAborts", seen, owing=owing),
              lambda i: self._owed(i, {"owesAborts": True}),

@@ -14,6 +14,12 @@ the next forwarded chunk sets off, so every fault lands where traffic is:
   has its bytes accepted and held, not forwarded; then the connection that set
   it off is reset and the others carry on with what was held.
 
+Apart from the armed faults, ``FaultPlan.idle`` closes a connection whose client has
+sent nothing for that many seconds, as the embedded daemon does after 300 s
+(``idle-cut``). Only connections that carried a command other than ``hello`` are
+cut: the driver's monitor waits on a held ``hello`` without sending, which the
+daemon, busy answering it, never counts as idle.
+
 Each fault fired is counted by kind (``counts``). ``ProxyThread`` runs the proxy
 on an event loop of its own in a thread, so the test's own loop never slows it.
 """
@@ -32,6 +38,8 @@ TXN_MARK = b"txnNumber\x00"
 """The BSON field name every command inside a transaction carries."""
 TXN_PREFERENCE_SECONDS = 3.0
 """An armed reset waits this long for a request inside a transaction, then takes any."""
+HELLOS = (b"hello\x00", b"isMaster\x00", b"ismaster\x00")
+"""The handshake and monitoring commands, which never make a connection cuttable."""
 
 
 @dataclass
@@ -43,6 +51,7 @@ class FaultPlan:
                                                                "blackhole": 1})
     delay: tuple[float, float] = (0.05, 0.6)
     blackhole: tuple[float, float] = (2.0, 4.0)
+    idle: float | None = None  # seconds of client silence that close a command connection
 
 
 def injected(counts: dict[str, int]) -> int:
@@ -159,7 +168,19 @@ class FaultProxy:
                     pair: tuple[asyncio.StreamWriter, asyncio.StreamWriter], *,
                     upstream: bool) -> None:
         loop = asyncio.get_running_loop()
-        while chunk := await reader.read(65536):
+        commands = False  # (upstream: the client has sent a command other than hello)
+        while True:
+            try:
+                async with asyncio.timeout(self.plan.idle if upstream and commands else None):
+                    chunk = await reader.read(65536)
+            except TimeoutError:
+                self._count("idle-cut")
+                for side in pair:
+                    side.transport.abort()
+                return
+            if not chunk:
+                return
+            commands = commands or not any(hello in chunk for hello in HELLOS)
             await self._hold_while_silent()
             kind = self._take(upstream, chunk)
             if kind == "reset":
