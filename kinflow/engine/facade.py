@@ -81,7 +81,7 @@ class Engine:
                                    new_key=new_key, faults=self.faults,
                                    after_commit=self._after_commit)
         self.materialiser = Materialiser(self.transact)
-        self.registrar = Registrar(self.transact)
+        self.registrar = Registrar(self.transact, self.materialiser)
         self.driver = Driver(self.transact, propagation=propagation)
         self.reads = Reader(self.transact)
         self.bulk = BulkRunner(self.transact, self.driver)

@@ -9,6 +9,7 @@ a caller may do and the worker's needs are one object it is handed.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from kinflow.core import verbs
@@ -37,7 +38,7 @@ class Maintenance:
         self.reads = reads
 
     @property
-    def materialising_now(self) -> set[str]:
+    def materialising_now(self) -> Collection[str]:
         """Parents whose children this process is creating (the heartbeat skips them)."""
         return self.materialiser.now
 

@@ -4,11 +4,23 @@ A spawn commit creates up to ``limits.spawn_txn`` children with the parent and
 marks the parent ``materialising``; the rest are created right after, in
 idempotent batches (an id already there is skipped), and the mark is cleared.
 A crash in between leaves the mark: ``finish`` rebuilds what is missing.
+
+A registration run (engine/registration.py) commits a cohort's batches one
+after another. Inside ``overlapped`` a batch's overflow is created while the
+next batch is read and planned (the API plans while the lake writes: two
+processes, two cores), at most one batch behind: the run waits for batch N's
+children right after batch N+1's commit. The mark stays set until the run has
+waited for every batch; the run then clears it once. A crash in between leaves
+it set, as above.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -48,9 +60,10 @@ class Materialiser:
         self.transact = transact
         # one batch of children (an attribute, so a test can hold a batch back)
         self.insert: Callable[[list[dict[str, Any]]], Awaitable[None]] = self.insert_missing
-        # parents whose children this process is creating right now: the heartbeat
-        # leaves them alone (a large spawn outlives its grace period)
-        self.now: set[str] = set()
+        # parents whose children this process is creating right now (how many runs and
+        # creations of each): the heartbeat leaves them alone (a large spawn outlives its
+        # grace period)
+        self.now: Counter[str] = Counter()
 
     async def after_commit(self, mutation: Mutation) -> None:
         """Post-commit work of a spawn: create the children that did not fit the transaction."""
@@ -60,27 +73,72 @@ class Materialiser:
         rest = mutation.creates[self.transact.limits.spawn_txn:]
         if not rest:
             return
+        run = _RUN.get()
+        if run is not None and run.parent_id == mutation.instance.id_:
+            run.behind.append(asyncio.ensure_future(self.create(run.parent_id, rest)))
+            return
         await self.materialise(mutation.instance.id_, rest)
 
     async def materialise(self, parent_id: str, documents: list[dict[str, Any]]) -> None:
         """Create children in idempotent batches, then clear the parent's mark."""
+        self._hold(parent_id)
+        try:
+            await self.create(parent_id, documents)
+            await self.clear(parent_id)
+        finally:
+            self._release(parent_id)
+
+    @asynccontextmanager
+    async def overlapped(self, parent_id: str) -> AsyncIterator[Overlap]:
+        """A registration run on ``parent_id``: the overflow children of the commits it
+        makes inside are created behind them; on the way out it waits for them all and,
+        when every one was created, clears the mark."""
+        run = Overlap(parent_id)
+        token = _RUN.set(run)
+        self._hold(parent_id)
+        try:
+            yield run
+        finally:
+            _RUN.reset(token)
+            try:
+                await run.wait()
+                if run.created and not run.failed:
+                    await self.clear(parent_id)
+            finally:
+                self._release(parent_id)
+
+    async def create(self, parent_id: str, documents: list[dict[str, Any]]) -> None:
+        """Create ``documents``, children of ``parent_id``, in idempotent batches."""
         t = self.transact
-        self.now.add(parent_id)
+        self._hold(parent_id)
         try:
             size = max(1, t.limits.spawn_txn)
             for start in range(0, len(documents), size):
                 if start:
                     t.faults.check("mid-materialise")
                 await self.insert(documents[start:start + size])
-            # rows keep their seeds: they are read only while ``materialising`` is
-            # set, and clearing them would rewrite every row of the cohort. A parent
-            # that vanished has nothing to mark.
-            now = t.clock()
-            await clear_flag(t.lake, t.dataset, parent_id, "materialising", now=now,
-                             written=lambda fenced, rev: self._cleared(parent_id, fenced, rev,
-                                                                       now))
         finally:
-            self.now.discard(parent_id)
+            self._release(parent_id)
+
+    async def clear(self, parent_id: str) -> None:
+        """Clear the parent's mark: every child it was owed exists.
+
+        Rows keep their seeds: they are read only while ``materialising`` is set, and
+        clearing them would rewrite every row of the cohort. A parent that vanished has
+        nothing to mark.
+        """
+        t = self.transact
+        now = t.clock()
+        await clear_flag(t.lake, t.dataset, parent_id, "materialising", now=now,
+                         written=lambda fenced, rev: self._cleared(parent_id, fenced, rev, now))
+
+    def _hold(self, parent_id: str) -> None:
+        self.now[parent_id] += 1
+
+    def _release(self, parent_id: str) -> None:
+        self.now[parent_id] -= 1
+        if self.now[parent_id] <= 0:
+            del self.now[parent_id]
 
     def _cleared(self, parent_id: str, fenced: str, rev: str, now: datetime) -> None:
         """The parent's mark is cleared: the state the process keeps of it (if it is the one
@@ -128,6 +186,35 @@ class Materialiser:
         mutation: Mutation = await t.plan(plan, actor, None, t.clock())
         await self.materialise(parent.id_, mutation.creates)
         return len(mutation.creates)
+
+
+class Overlap:
+    """One registration run's overflow creations still running behind its commits
+    (``Materialiser.overlapped``)."""
+
+    def __init__(self, parent_id: str) -> None:
+        self.parent_id = parent_id
+        self.behind: list[asyncio.Task[None]] = []
+        self.created = 0  # commits whose overflow children were all created
+        self.failed = False  # a commit's were not: the mark stays for the heartbeat
+
+    async def wait(self, keep: int = 0) -> None:
+        """Wait for every creation but the last ``keep`` started; the first failure is
+        raised once all of them have finished."""
+        cut = max(0, len(self.behind) - keep)
+        ready, self.behind = self.behind[:cut], self.behind[cut:]
+        if not ready:
+            return
+        results = await asyncio.gather(*ready, return_exceptions=True)
+        failed = [result for result in results if isinstance(result, BaseException)]
+        self.created += len(results) - len(failed)
+        self.failed = self.failed or bool(failed)
+        if failed:
+            raise failed[0]
+
+
+# the registration run committing in this context, if any (``Materialiser.overlapped``)
+_RUN: ContextVar[Overlap | None] = ContextVar("kinflow_registration_run", default=None)
 
 
 def _seeded(row: SubworkflowEntry) -> bool:

@@ -11,7 +11,9 @@ count, fenced by its ``_rev``; a batch read twice reads the same documents.
 ``Registrar`` commits the batches after a spawn: right after the spawn's
 commit, in the background of the process that spawned, and from the
 heartbeat (``owesRegistration``) after a crash. One batch per commit, so a
-crash loses at most the batch being read.
+crash loses at most the batch being read. A batch's children past the
+transaction's share are created while the next batch is read and planned
+(``Materialiser.overlapped``, engine/materialise.py).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from kinflow.storage.lake import Lake
 from kinflow.timestamps import iso
 
 if TYPE_CHECKING:
+    from kinflow.engine.materialise import Materialiser
     from kinflow.engine.transact import Transactor
 
 log = logging.getLogger("kinflow.engine")
@@ -222,8 +225,9 @@ async def _holds(lake: Lake, dataset: str, kind: str, lo: str, hi: str) -> bool:
 class Registrar:
     """Registers the rest of a cohort's rows, a batch per commit."""
 
-    def __init__(self, transact: Transactor) -> None:
+    def __init__(self, transact: Transactor, materialiser: Materialiser) -> None:
         self.transact = transact
+        self.materialiser = materialiser
         self.now: set[str] = set()  # parents this process is registering right now
         self.tasks: set[asyncio.Task[None]] = set()
 
@@ -255,14 +259,16 @@ class Registrar:
         t = self.transact
         n = 0
         try:
-            for _ in range(MAX_BATCHES):
-                t.faults.check("mid-registration")
-                mutation = await t.commit(parent_id, plan_register, verb="registerRows",
-                                          actor=actor or Actor.system())
-                if mutation.dirty:
-                    n += 1
-                if not mutation.instance.owesRegistration:
-                    break
+            async with self.materialiser.overlapped(parent_id) as behind:
+                for _ in range(MAX_BATCHES):
+                    t.faults.check("mid-registration")
+                    mutation = await t.commit(parent_id, plan_register, verb="registerRows",
+                                              actor=actor or Actor.system())
+                    await behind.wait(keep=1)  # one batch's children behind at most
+                    if mutation.dirty:
+                        n += 1
+                    if not mutation.instance.owesRegistration:
+                        break
         finally:
             self.now.discard(parent_id)
         return n

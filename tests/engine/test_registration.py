@@ -295,3 +295,27 @@ async def test_numbered_ranges_cover_every_key_between_numbers(engine: Engine) -
             break
         request = BatchRequest(request.query, {}, batch.last, batch.at, 4, batch.scale)
     assert rows == names
+
+
+async def test_a_registration_commit_evaluates_the_gates_as_a_tick_would(engine: Engine) -> None:
+    """Children that finish at creation: a registration commit whose rows make a gate hold
+    moves the parent itself, before the rest is registered, and leaves no tick owed (a
+    heartbeat tick on the parent would conflict with the next batch's commit)."""
+    engine = Engine(engine.lake, clock=engine.clock,
+                    limits=dataclasses.replace(engine.limits, registration_batch=40))
+    definition = with_window(with_item(parent("*[_type == 'item']{_id}",
+                                              settled="$cohort.done >= 120"), "$row._id"), 50)
+    engine.faults.arm("mid-registration", times=1_000)  # the test commits each batch itself
+    await engine.ensure_ready()
+    await engine.deploy([definition, child_def(auto=True)])
+    await put_items(engine, [f"item-{n:03d}" for n in range(290)])
+    started = await engine.start_instance("p")
+    p = (await engine.fire_action(started.instance.id_, "go", "go")).instance
+    await engine.registrar.idle()
+    p = (await engine.transact.commit(p.id_, plan_register, verb="registerRows",
+                                      actor=Actor.system())).instance
+    assert len(p.subworkflows) == 80 and p.currentStage == "review"
+    assert p.nextEvaluationAt is None  # its gate was evaluated: no tick is owed
+    p = (await engine.transact.commit(p.id_, plan_register, verb="registerRows",
+                                      actor=Actor.system())).instance
+    assert len(p.subworkflows) == 120 and p.currentStage == "next"

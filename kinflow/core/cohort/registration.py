@@ -31,7 +31,6 @@ def plan_register(state: Instance, ctx: PlanContext) -> Mutation:
     """Register the next batch of the parent's first registering cohort."""
     commit = Commit(state, ctx, engine=True)
     m = commit.m
-    owed = len(batches.registering(m))
     for own in batches.registering(m):
         action = _action(m, commit.definition, own)
         if action is None or not _open(m, own):
@@ -40,9 +39,12 @@ def plan_register(state: Instance, ctx: PlanContext) -> Mutation:
         register_batch(m, commit.definition, ctx, own, action)
         break
     m.owesRegistration = True if batches.registering(m) else None
-    if len(batches.registering(m)) < owed and not m.terminal:
-        # a cohort's registration ended: its gates (``$cohort.settled``) may hold now, and
-        # no other commit may come to evaluate them (every row may have finished already)
+    if not m.terminal:
+        # the parent's gates are evaluated here, as a tick would evaluate them right after:
+        # the batch's rows may have started and finished (children that finish at once),
+        # and when a cohort's registration ended its gates (``$cohort.settled``) may hold
+        # with no other commit to come (every row may have finished already). A tick of
+        # its own would conflict with the next batch's commit.
         commit.cascade_once()
     return commit.finish()
 
