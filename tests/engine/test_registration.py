@@ -184,16 +184,14 @@ async def test_the_commit_that_ends_registration_evaluates_the_gates(engine: Eng
     assert len(p.subworkflows) == len(NAMES) and p.currentStage == "next"
 
 
-async def test_the_commit_that_registers_the_last_rows_ends_registration_and_moves_the_parent(
-        engine: Engine) -> None:
-    """A few hundred children that finish at creation, a window smaller than the cohort
-    and no heartbeat: each registration commit registers rows, and the one that registers
-    the last of them also finds there are no more, so the parent leaves its fan-out stage
-    in that commit (no commit of empty key ranges after it)."""
+async def finishing_at_creation(engine: Engine, gate: str) -> tuple[Engine, Instance]:
+    """A parent spawning 290 children that finish at creation, 50 at a time, its rows
+    registered 40 a batch, its gate ``gate``; the batches after the spawn's are left to
+    the test, which commits each itself."""
     engine = Engine(engine.lake, clock=engine.clock,
                     limits=dataclasses.replace(engine.limits, registration_batch=40))
     definition = with_window(with_item(parent("*[_type == 'item']{_id}",
-                                              settled="$cohort.settled"), "$row._id"), 50)
+                                              settled=gate), "$row._id"), 50)
     engine.faults.arm("mid-registration", times=1_000)  # the test commits each batch itself
     await engine.ensure_ready()
     await engine.deploy([definition, child_def(auto=True)])
@@ -201,6 +199,16 @@ async def test_the_commit_that_registers_the_last_rows_ends_registration_and_mov
     started = await engine.start_instance("p")
     p = (await engine.fire_action(started.instance.id_, "go", "go")).instance
     await engine.registrar.idle()
+    return engine, p
+
+
+async def test_the_commit_that_registers_the_last_rows_ends_registration_and_moves_the_parent(
+        engine: Engine) -> None:
+    """A few hundred children that finish at creation, a window smaller than the cohort
+    and no heartbeat: each registration commit registers rows, and the one that registers
+    the last of them also finds there are no more, so the parent leaves its fan-out stage
+    in that commit (no commit of empty key ranges after it)."""
+    engine, p = await finishing_at_creation(engine, "$cohort.settled")
     registered = [len(p.subworkflows)]
     while p.owesRegistration:
         assert p.currentStage == "review"
@@ -301,17 +309,7 @@ async def test_a_registration_commit_evaluates_the_gates_as_a_tick_would(engine:
     """Children that finish at creation: a registration commit whose rows make a gate hold
     moves the parent itself, before the rest is registered, and leaves no tick owed (a
     heartbeat tick on the parent would conflict with the next batch's commit)."""
-    engine = Engine(engine.lake, clock=engine.clock,
-                    limits=dataclasses.replace(engine.limits, registration_batch=40))
-    definition = with_window(with_item(parent("*[_type == 'item']{_id}",
-                                              settled="$cohort.done >= 120"), "$row._id"), 50)
-    engine.faults.arm("mid-registration", times=1_000)  # the test commits each batch itself
-    await engine.ensure_ready()
-    await engine.deploy([definition, child_def(auto=True)])
-    await put_items(engine, [f"item-{n:03d}" for n in range(290)])
-    started = await engine.start_instance("p")
-    p = (await engine.fire_action(started.instance.id_, "go", "go")).instance
-    await engine.registrar.idle()
+    engine, p = await finishing_at_creation(engine, "$cohort.done >= 120")
     p = (await engine.transact.commit(p.id_, plan_register, verb="registerRows",
                                       actor=Actor.system())).instance
     assert len(p.subworkflows) == 80 and p.currentStage == "review"
